@@ -1,0 +1,41 @@
+# leasehold — see README.md. `make test` is what CI runs.
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -ec
+GO ?= go
+PKGS ?= ./...
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@2025.1.1
+
+.PHONY: test vet spec lint fuzz mutants bench check
+
+# vet, then every test with the race detector. The output lists every test
+# and subtest that ran, so a log shows which scenarios were exercised.
+test: vet
+	$(GO) test -race -count=1 -timeout 20m -v $(PKGS) 2>&1 | tee .test.log | \
+	  grep -E '^\s*--- (PASS|FAIL|SKIP)|^(ok|FAIL|PASS|panic)|^\s+\S+\.go:[0-9]+:' ; \
+	  grep -c -E '^\s*--- PASS' .test.log | sed 's/^/tests and subtests passed: /'
+
+vet:
+	$(GO) vet $(PKGS)
+
+# Regenerate the spec document from the model's transition table.
+spec:
+	$(GO) generate ./spec
+
+lint: vet
+	@test -z "$$(gofmt -l .)" || { gofmt -l .; exit 1; }
+	$(GO) run $(STATICCHECK) $(PKGS)
+
+# Long property runs of the model and the adapters.
+fuzz:
+	$(GO) test ./fuzz/... -count=1 -rapid.checks=20000 -timeout 60m
+
+# The mutant catalogue: each historical bug must be caught by the harness.
+mutants:
+	$(GO) run ./fuzz/mutants/cmd/mutants
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+# The main job: the linearizability check on the embedded memory store.
+check:
+	$(GO) run ./cmd/leasehold check

@@ -1,0 +1,243 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/leasehold/leasehold/model"
+)
+
+// Store is the contract every storage adapter implements: one method per
+// operation of the model, each one atomic. A store judges time by its own
+// clock (for Redis the server's, for the memory and SQLite adapters the host's,
+// or an injected Clock in tests) and reports the instant it used as Now in the
+// result of every operation that depends on time.
+//
+// Times are kept with microsecond precision; the zero time means "not set".
+// A rejected operation changes nothing and returns an error for which
+// errors.Is holds with one of ErrInvalidArgument, ErrStaleClaim, ErrNotFound,
+// ErrInvalidTransition, ErrConflict, ErrQueueFull or ErrCorrupt; any other
+// error comes from the store's transport (for example a dropped connection),
+// and then the operation may or may not have happened.
+//
+// The behaviour of each method is that of the model method of the same name;
+// the conformance suite in package spec checks an adapter against it.
+type Store interface {
+	// Enqueue adds a task (model.Queue.Enqueue). ID is required here; the
+	// Queue type generates one when the caller gives none.
+	// Errors: ErrInvalidArgument, ErrConflict, ErrQueueFull.
+	Enqueue(ctx context.Context, p EnqueueParams) (TaskResult, error)
+	// Promote makes due Scheduled tasks Ready (model.Queue.Promote).
+	// Errors: ErrInvalidArgument.
+	Promote(ctx context.Context, p PromoteParams) (IDsResult, error)
+	// Pop claims up to N Ready tasks (model.Queue.Pop); none is not an error.
+	// Errors: ErrInvalidArgument.
+	Pop(ctx context.Context, p PopParams) (TasksResult, error)
+	// Extend renews a claim's lease (model.Queue.Extend).
+	// Errors: ErrInvalidArgument, ErrStaleClaim, ErrInvalidTransition.
+	Extend(ctx context.Context, p ExtendParams) (TaskResult, error)
+	// Ack records a claim's success (model.Queue.Ack).
+	// Errors: ErrInvalidArgument, ErrStaleClaim, ErrInvalidTransition.
+	Ack(ctx context.Context, p AckParams) (TaskResult, error)
+	// Fail records a claim's final failure (model.Queue.Fail).
+	// Errors: ErrInvalidArgument, ErrStaleClaim, ErrInvalidTransition.
+	Fail(ctx context.Context, p FailParams) (TaskResult, error)
+	// Retry returns a claimed task to the queue (model.Queue.Retry).
+	// Errors: ErrInvalidArgument, ErrStaleClaim, ErrInvalidTransition.
+	Retry(ctx context.Context, p RetryParams) (TaskResult, error)
+	// ClaimExpired hands a broker the tasks whose lease lapsed
+	// (model.Queue.ClaimExpired). Errors: ErrInvalidArgument.
+	ClaimExpired(ctx context.Context, p ClaimExpiredParams) (ReapResult, error)
+	// Requeue is a broker's decision to run a task again
+	// (model.Queue.Requeue).
+	// Errors: ErrInvalidArgument, ErrStaleClaim, ErrInvalidTransition.
+	Requeue(ctx context.Context, p RequeueParams) (TaskResult, error)
+	// Finalize is a broker's decision to fail a task (model.Queue.Finalize).
+	// Errors: ErrInvalidArgument, ErrStaleClaim, ErrInvalidTransition.
+	Finalize(ctx context.Context, p FinalizeParams) (TaskResult, error)
+	// RecoverExpired decides every expired task in one step
+	// (model.Queue.RecoverExpired). Errors: ErrInvalidArgument.
+	RecoverExpired(ctx context.Context, p RecoverExpiredParams) (TasksResult, error)
+	// Get returns one task. Errors: ErrInvalidArgument, ErrNotFound.
+	Get(ctx context.Context, p GetParams) (Task, error)
+	// List returns a page of the tasks in one state, in ID order.
+	// Errors: ErrInvalidArgument.
+	List(ctx context.Context, p ListParams) (ListResult, error)
+	// Counts returns the number of tasks in each state.
+	// Errors: ErrInvalidArgument.
+	Counts(ctx context.Context, p CountsParams) (Counts, error)
+	// InspectRequeue is an operator's requeue (model.Queue.InspectRequeue).
+	// Errors: ErrInvalidArgument, ErrNotFound, ErrConflict,
+	// ErrInvalidTransition.
+	InspectRequeue(ctx context.Context, p InspectParams) (TaskResult, error)
+	// Remove deletes a task and returns it as it was (model.Queue.Remove).
+	// Errors: ErrInvalidArgument, ErrNotFound, ErrConflict.
+	Remove(ctx context.Context, p InspectParams) (TaskResult, error)
+	// Prune deletes old terminal tasks (model.Queue.Prune).
+	// Errors: ErrInvalidArgument.
+	Prune(ctx context.Context, p PruneParams) (IDsResult, error)
+	// Close releases the store's resources. Operations after Close return
+	// ErrClosed.
+	Close() error
+}
+
+// EnqueueParams are the arguments of Store.Enqueue.
+type EnqueueParams struct {
+	Queue string
+	model.EnqueueArgs
+}
+
+// PromoteParams are the arguments of Store.Promote. Limit 0 means no limit.
+type PromoteParams struct {
+	Queue string
+	Limit int
+}
+
+// PopParams are the arguments of Store.Pop: claim up to N tasks (1..MaxBatch)
+// with the given lease.
+type PopParams struct {
+	Queue string
+	Lease time.Duration
+	N     int
+}
+
+// ExtendParams are the arguments of Store.Extend.
+type ExtendParams struct {
+	Claim Claim
+	Lease time.Duration
+}
+
+// AckParams are the arguments of Store.Ack.
+type AckParams struct {
+	Claim  Claim
+	Result []byte
+}
+
+// FailParams are the arguments of Store.Fail.
+type FailParams struct {
+	Claim   Claim
+	Message string
+}
+
+// RetryParams are the arguments of Store.Retry.
+type RetryParams struct {
+	Claim    Claim
+	RunAfter time.Time
+	Message  string
+}
+
+// ClaimExpiredParams are the arguments of Store.ClaimExpired. Limit 0 means
+// no limit.
+type ClaimExpiredParams struct {
+	Queue    string
+	ClaimTTL time.Duration
+	Limit    int
+}
+
+// RequeueParams are the arguments of Store.Requeue.
+type RequeueParams struct {
+	ReapClaim ReapClaim
+	RunAfter  time.Time
+	Message   string
+}
+
+// FinalizeParams are the arguments of Store.Finalize.
+type FinalizeParams struct {
+	ReapClaim ReapClaim
+	Message   string
+}
+
+// RecoverExpiredParams are the arguments of Store.RecoverExpired: expired
+// tasks with attempts left run again after Delay. Limit 0 means no limit.
+type RecoverExpiredParams struct {
+	Queue string
+	Delay time.Duration
+	Limit int
+}
+
+// GetParams are the arguments of Store.Get.
+type GetParams struct {
+	Queue string
+	ID    string
+}
+
+// ListParams are the arguments of Store.List: up to Limit (1..MaxBatch) tasks
+// in State with an ID greater than After.
+type ListParams struct {
+	Queue string
+	State State
+	After string
+	Limit int
+}
+
+// CountsParams are the arguments of Store.Counts.
+type CountsParams struct {
+	Queue string
+}
+
+// InspectParams are the arguments of Store.InspectRequeue and Store.Remove.
+// Expect, when not 0, is the Version the operator saw.
+type InspectParams struct {
+	Queue  string
+	ID     string
+	Expect uint64
+}
+
+// PruneParams are the arguments of Store.Prune. Limit 0 means no limit.
+type PruneParams struct {
+	Queue  string
+	States []State
+	Before time.Time
+	Limit  int
+}
+
+// TaskResult is the result of an operation on one task.
+type TaskResult struct {
+	Now  time.Time // the store's clock when the operation took effect
+	Task Task
+}
+
+// TasksResult is the result of Pop and RecoverExpired.
+type TasksResult struct {
+	Now   time.Time
+	Tasks []Task
+}
+
+// IDsResult is the result of Promote and Prune.
+type IDsResult struct {
+	Now time.Time
+	IDs []string
+}
+
+// ReapResult is the result of ClaimExpired.
+type ReapResult struct {
+	Now    time.Time
+	Claims []ReapClaim
+}
+
+// ListResult is a page of List. Next is the After of the next page, "" at the
+// end.
+type ListResult struct {
+	Tasks []Task
+	Next  string
+}
+
+// MaxQueueNameLength is the longest queue name, in bytes.
+const MaxQueueNameLength = 128
+
+// ValidateQueueName returns ErrInvalidArgument unless name has 1 to
+// MaxQueueNameLength bytes, each a letter, digit or one of "-_.:". (Braces
+// are excluded so a name can stand inside a Redis Cluster hash tag.)
+func ValidateQueueName(name string) error {
+	if name == "" || len(name) > MaxQueueNameLength {
+		return fmt.Errorf("%w: queue name %q must have 1..%d bytes", ErrInvalidArgument, name, MaxQueueNameLength)
+	}
+	for _, r := range name {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' || r == ':'
+		if !ok {
+			return fmt.Errorf("%w: queue name %q: character %q not allowed", ErrInvalidArgument, name, r)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,58 @@
+package core
+
+import (
+	"errors"
+
+	"github.com/leasehold/leasehold/model"
+)
+
+// The types a consumer and an adapter share are the model's own, so a value
+// returned by any store can be compared with the specification directly.
+type (
+	// Task is one unit of work and everything the queue knows about it.
+	Task = model.Task
+	// TaskError is one entry of a task's error history.
+	TaskError = model.TaskError
+	// State is where a task is in its life.
+	State = model.State
+	// Claim is a worker's hold on a Running task, handed out by Pop.
+	Claim = model.Claim
+	// ReapClaim is a broker's hold on a task whose lease lapsed.
+	ReapClaim = model.ReapClaim
+	// Counts is the number of tasks of a queue in each state.
+	Counts = model.Counts
+	// TransitionError reports an operation that is not legal from a state.
+	TransitionError = model.TransitionError
+)
+
+// The states of a task; see the model package for who moves a task out of each.
+const (
+	Scheduled = model.Scheduled
+	Ready     = model.Ready
+	Running   = model.Running
+	Succeeded = model.Succeeded
+	Failed    = model.Failed
+)
+
+// The errors every store returns, wrapped with detail. Test with errors.Is.
+var (
+	// ErrStaleClaim: the claim no longer holds the task.
+	ErrStaleClaim = model.ErrStaleClaim
+	// ErrNotFound: no task has the ID.
+	ErrNotFound = model.ErrNotFound
+	// ErrInvalidTransition: the op is not legal from the task's state.
+	ErrInvalidTransition = model.ErrInvalidTransition
+	// ErrInvalidArgument: an argument is out of range.
+	ErrInvalidArgument = model.ErrInvalidArgument
+	// ErrConflict: the ID is taken, or the task changed since the version the
+	// caller expected.
+	ErrConflict = model.ErrConflict
+	// ErrQueueFull: the queue holds as many pending tasks as it may.
+	ErrQueueFull = model.ErrQueueFull
+	// ErrCorrupt: the store holds a record leasehold cannot read (a field
+	// that does not parse, an index entry without its task). The operation
+	// changed nothing.
+	ErrCorrupt = errors.New("leasehold: corrupt record in store")
+	// ErrClosed: the store, worker or broker was closed.
+	ErrClosed = errors.New("leasehold: closed")
+)

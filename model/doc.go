@@ -1,0 +1,53 @@
+// Package model is the executable specification of leasehold: a pure state
+// machine of one task queue, its legal transitions and the guards that decide
+// which claim may perform them.
+//
+// A [Queue] is an immutable value. Every operation is a method that takes the
+// current time as an argument and returns the next Queue together with its
+// result; a rejected operation returns the receiver unchanged and a typed
+// error. The package does no I/O, starts no goroutines, reads no clock and
+// draws no random numbers, so the same inputs always give the same outputs.
+// Copying a Queue costs a few words: its tasks live in persistent trees that
+// share structure between versions, and an operation costs O(log n).
+//
+// # States
+//
+// A task is in exactly one [State]:
+//
+//   - Scheduled: waiting for its RunAfter time. The mover ([Queue.Promote])
+//     moves it to Ready.
+//   - Ready: waiting for a worker. [Queue.Pop] moves it to Running.
+//   - Running: claimed by a worker under a lease. The worker moves it out with
+//     Ack, Fail or Retry; when the lease lapses a broker claims it
+//     ([Queue.ClaimExpired]) and decides with Requeue or Finalize, or
+//     [Queue.RecoverExpired] decides in one step.
+//   - Succeeded, Failed: terminal. Only an operator moves a task out
+//     ([Queue.InspectRequeue], [Queue.Remove], [Queue.Prune]).
+//
+// # Identity and guards
+//
+// The queue owns one sequence. Every mutation of a task stamps it with the
+// next value, Task.Version; values are never reused, not even when an ID is
+// removed and enqueued again. Pop sets Task.ClaimToken to the version it
+// stamps and hands the worker a [Claim]; ClaimExpired hands the broker a
+// [ReapClaim] carrying the version it stamped.
+//
+//   - A worker op (Extend, Ack, Fail, Retry) needs claim.Token ==
+//     task.ClaimToken, otherwise [ErrStaleClaim]; then the task must be Running,
+//     otherwise an [ErrInvalidTransition]. Lease expiry alone does not revoke a
+//     claim: a late worker wins if nobody acted first.
+//   - A broker decision (Requeue, Finalize) needs reapClaim.Version ==
+//     task.Version, otherwise [ErrStaleClaim]: any mutation since the broker's
+//     claim (a worker's ack or extend, another broker's takeover, an operator's
+//     action) makes the decision stale.
+//   - An inspector action (InspectRequeue, Remove) may name the version the
+//     operator saw; if the task has changed since, [ErrConflict].
+//
+// Returning a task to Ready or Scheduled clears ClaimToken, ClaimedAt,
+// Deadline and FinishedAt, so a claim from before can never decide the task
+// again.
+//
+// The whole table of transitions is data: see [Transitions]. The operations
+// consult it for every source-state check, and the tests check the two
+// against each other.
+package model

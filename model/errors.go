@@ -1,0 +1,63 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+)
+
+// The errors of the model. Every rejected operation returns one of them
+// (wrapped with detail; test with errors.Is) and leaves the queue unchanged.
+var (
+	// ErrStaleClaim: the claim no longer holds the task. A worker's token is
+	// not the task's ClaimToken, a broker's version is not the task's Version,
+	// or the task the claim names no longer exists.
+	ErrStaleClaim = errors.New("leasehold: stale claim")
+	// ErrNotFound: no task has this ID (inspector and read operations).
+	ErrNotFound = errors.New("leasehold: task not found")
+	// ErrInvalidTransition: the operation is not legal from the task's state.
+	// The error is a *TransitionError carrying the op and the state.
+	ErrInvalidTransition = errors.New("leasehold: invalid transition")
+	// ErrInvalidArgument: an argument is out of range (empty ID, non-positive
+	// lease, unknown state, zero token, ...).
+	ErrInvalidArgument = errors.New("leasehold: invalid argument")
+	// ErrConflict: the task is not as the caller expected. Enqueue: the ID is
+	// taken. Inspector actions with an expected version: the task changed since
+	// the operator saw it.
+	ErrConflict = errors.New("leasehold: conflict")
+	// ErrQueueFull: Enqueue would take the queue past its capacity of pending
+	// (Scheduled, Ready and Running) tasks.
+	ErrQueueFull = errors.New("leasehold: queue full")
+)
+
+// TransitionError reports an operation that is not legal from a task's state.
+// errors.Is(err, ErrInvalidTransition) holds for it.
+type TransitionError struct {
+	Op    Op
+	State State
+}
+
+// Error describes the refused transition.
+func (e *TransitionError) Error() string {
+	return fmt.Sprintf("%v: %v is not allowed from %v", ErrInvalidTransition, e.Op, e.State)
+}
+
+// Unwrap returns ErrInvalidTransition.
+func (e *TransitionError) Unwrap() error { return ErrInvalidTransition }
+
+// Kind returns the sentinel error that err wraps (one of the Err values of
+// this package), or nil when err is nil or wraps none of them.
+func Kind(err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, k := range []error{ErrStaleClaim, ErrNotFound, ErrInvalidTransition, ErrInvalidArgument, ErrConflict, ErrQueueFull} {
+		if errors.Is(err, k) {
+			return k
+		}
+	}
+	return nil
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
+}

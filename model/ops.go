@@ -1,0 +1,428 @@
+package model
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+)
+
+// EnqueueArgs are the arguments of Enqueue.
+type EnqueueArgs struct {
+	ID          string // required, 1..MaxIDLength bytes
+	Payload     []byte
+	Priority    int       // MinPriority..MaxPriority; higher runs first
+	RunAfter    time.Time // the task is Scheduled until then; zero or past: Ready at once
+	MaxAttempts int       // >= 1
+}
+
+// Enqueue adds a task. It is Scheduled if RunAfter is after now, else Ready.
+//
+// Errors: ErrInvalidArgument, ErrConflict (the ID exists, in any state),
+// ErrQueueFull.
+func (q Queue) Enqueue(now time.Time, a EnqueueArgs) (Queue, Task, error) {
+	if err := validID(a.ID); err != nil {
+		return q, Task{}, err
+	}
+	if a.Priority < MinPriority || a.Priority > MaxPriority {
+		return q, Task{}, invalid("priority %d outside %d..%d", a.Priority, MinPriority, MaxPriority)
+	}
+	if a.MaxAttempts < 1 {
+		return q, Task{}, invalid("max attempts %d < 1", a.MaxAttempts)
+	}
+	if _, exists := q.tasks.Get(a.ID); exists {
+		return q, Task{}, fmt.Errorf("%w: task %q already exists", ErrConflict, a.ID)
+	}
+	if q.capacity > 0 && q.counts.Pending() >= q.capacity {
+		return q, Task{}, fmt.Errorf("%w: %d pending tasks", ErrQueueFull, q.capacity)
+	}
+	next, v := q.stamp()
+	t := Task{
+		Queue:       q.name,
+		ID:          a.ID,
+		Payload:     bytes.Clone(a.Payload),
+		Priority:    a.Priority,
+		MaxAttempts: a.MaxAttempts,
+		Version:     v,
+		EnqueuedAt:  now,
+	}
+	t.queueAt(now, a.RunAfter)
+	return next.index(&t), t, nil
+}
+
+// Promote makes Ready every Scheduled task whose RunAfter is at or before now,
+// in order of RunAfter then ID, at most limit of them (0: no limit). It returns
+// the IDs it promoted.
+func (q Queue) Promote(now time.Time, limit int) (Queue, []string, error) {
+	if limit < 0 {
+		return q, nil, invalid("limit %d < 0", limit)
+	}
+	due := q.scan(q.scheduled, limit, func(t *Task) bool { return !t.RunAfter.After(now) })
+	ids := make([]string, 0, len(due))
+	for _, t := range due {
+		n := *t
+		q, n.Version = q.stamp()
+		n.State = Ready
+		q = q.replace(t, n)
+		ids = append(ids, n.ID)
+	}
+	return q, ids, nil
+}
+
+// Pop claims up to n Ready tasks for a worker, highest priority first and,
+// within a priority, the one that became Ready first. Each is Running with
+// ClaimToken = its new Version, Attempt + 1 and Deadline = now + lease. An
+// empty queue returns no tasks and no error.
+func (q Queue) Pop(now time.Time, lease time.Duration, n int) (Queue, []Task, error) {
+	if lease <= 0 {
+		return q, nil, invalid("lease %v <= 0", lease)
+	}
+	if n < 1 || n > MaxBatch {
+		return q, nil, invalid("batch %d outside 1..%d", n, MaxBatch)
+	}
+	first := q.scan(q.ready, n, func(*Task) bool { return true })
+	out := make([]Task, 0, len(first))
+	for _, t := range first {
+		c := *t
+		q, c.Version = q.stamp()
+		c.State = Running
+		c.ClaimToken = c.Version
+		c.Attempt++
+		c.ClaimedAt = now
+		c.Deadline = now.Add(lease)
+		q = q.replace(t, c)
+		out = append(out, c)
+	}
+	return q, out, nil
+}
+
+// Extend renews the lease of a claim: Deadline = now + lease.
+//
+// Errors: ErrInvalidArgument, ErrStaleClaim, ErrInvalidTransition.
+func (q Queue) Extend(now time.Time, c Claim, lease time.Duration) (Queue, Task, error) {
+	if lease <= 0 {
+		return q, Task{}, invalid("lease %v <= 0", lease)
+	}
+	t, err := q.claimed(OpExtend, c)
+	if err != nil {
+		return q, Task{}, err
+	}
+	n := *t
+	q, n.Version = q.stamp()
+	n.Deadline = now.Add(lease)
+	return q.replace(t, n), n, nil
+}
+
+// Ack records the claim's success: the task is Succeeded with its result.
+//
+// Errors: ErrInvalidArgument, ErrStaleClaim, ErrInvalidTransition.
+func (q Queue) Ack(now time.Time, c Claim, result []byte) (Queue, Task, error) {
+	t, err := q.claimed(OpAck, c)
+	if err != nil {
+		return q, Task{}, err
+	}
+	n := *t
+	q, n.Version = q.stamp()
+	n.Result = bytes.Clone(result)
+	n.finish(Succeeded, now)
+	return q.replace(t, n), n, nil
+}
+
+// Fail records the claim's failure with the handler's message: the task is
+// Failed, whatever attempts it has left.
+//
+// Errors: ErrInvalidArgument, ErrStaleClaim, ErrInvalidTransition.
+func (q Queue) Fail(now time.Time, c Claim, message string) (Queue, Task, error) {
+	t, err := q.claimed(OpFail, c)
+	if err != nil {
+		return q, Task{}, err
+	}
+	n := *t
+	q, n.Version = q.stamp()
+	n.Errors = t.withError(TaskError{Attempt: t.Attempt, At: now, Message: message})
+	n.finish(Failed, now)
+	return q.replace(t, n), n, nil
+}
+
+// Retry records the handler's message and returns the task to the queue: it
+// is Scheduled if runAfter is after now, else Ready.
+//
+// Errors: ErrInvalidArgument, ErrStaleClaim, ErrInvalidTransition.
+func (q Queue) Retry(now time.Time, c Claim, runAfter time.Time, message string) (Queue, Task, error) {
+	t, err := q.claimed(OpRetry, c)
+	if err != nil {
+		return q, Task{}, err
+	}
+	n := *t
+	q, n.Version = q.stamp()
+	n.Errors = t.withError(TaskError{Attempt: t.Attempt, At: now, Message: message})
+	n.queueAt(now, runAfter)
+	return q.replace(t, n), n, nil
+}
+
+// ClaimExpired hands a broker the Running tasks whose Deadline is at or before
+// now, in order of Deadline then ID, at most limit (0: no limit). Expiry is
+// judged in the same step that renews: each claimed task gets Deadline = now +
+// claimTTL and a new Version, which the ReapClaim carries. ClaimToken is not
+// changed, so the worker may still decide first.
+func (q Queue) ClaimExpired(now time.Time, claimTTL time.Duration, limit int) (Queue, []ReapClaim, error) {
+	if claimTTL <= 0 {
+		return q, nil, invalid("claim TTL %v <= 0", claimTTL)
+	}
+	if limit < 0 {
+		return q, nil, invalid("limit %d < 0", limit)
+	}
+	expired := q.scan(q.running, limit, func(t *Task) bool { return !t.Deadline.After(now) })
+	out := make([]ReapClaim, 0, len(expired))
+	for _, t := range expired {
+		n := *t
+		q, n.Version = q.stamp()
+		n.Deadline = now.Add(claimTTL)
+		q = q.replace(t, n)
+		out = append(out, ReapClaim{Queue: n.Queue, TaskID: n.ID, Version: n.Version, Deadline: n.Deadline, Task: n})
+	}
+	return q, out, nil
+}
+
+// Requeue is a broker's decision to run a task again after its lease lapsed.
+// The lease-expired error (message, or LeaseExpiredMessage when empty) is
+// appended; the task is Scheduled if runAfter is after now, else Ready.
+//
+// Errors: ErrInvalidArgument, ErrStaleClaim, ErrInvalidTransition.
+func (q Queue) Requeue(now time.Time, rc ReapClaim, runAfter time.Time, message string) (Queue, Task, error) {
+	t, err := q.reaped(OpRequeue, rc)
+	if err != nil {
+		return q, Task{}, err
+	}
+	n := *t
+	q, n.Version = q.stamp()
+	n.Errors = t.withError(leaseError(t, now, message))
+	n.queueAt(now, runAfter)
+	return q.replace(t, n), n, nil
+}
+
+// Finalize is a broker's decision to give up on a task after its lease
+// lapsed: the lease-expired error is appended and the task is Failed.
+//
+// Errors: ErrInvalidArgument, ErrStaleClaim, ErrInvalidTransition.
+func (q Queue) Finalize(now time.Time, rc ReapClaim, message string) (Queue, Task, error) {
+	t, err := q.reaped(OpFinalize, rc)
+	if err != nil {
+		return q, Task{}, err
+	}
+	n := *t
+	q, n.Version = q.stamp()
+	n.Errors = t.withError(leaseError(t, now, message))
+	n.finish(Failed, now)
+	return q.replace(t, n), n, nil
+}
+
+// RecoverExpired decides every Running task whose Deadline is at or before now
+// in one step, in order of Deadline then ID, at most limit (0: no limit): the
+// lease-expired error is appended; a task with Attempt >= MaxAttempts is
+// Failed, any other returns to the queue with RunAfter = now + delay. It
+// returns the tasks as it left them.
+func (q Queue) RecoverExpired(now time.Time, delay time.Duration, limit int) (Queue, []Task, error) {
+	if delay < 0 {
+		return q, nil, invalid("retry delay %v < 0", delay)
+	}
+	if limit < 0 {
+		return q, nil, invalid("limit %d < 0", limit)
+	}
+	expired := q.scan(q.running, limit, func(t *Task) bool { return !t.Deadline.After(now) })
+	out := make([]Task, 0, len(expired))
+	for _, t := range expired {
+		n := *t
+		q, n.Version = q.stamp()
+		n.Errors = t.withError(leaseError(t, now, ""))
+		if t.Attempt >= t.MaxAttempts {
+			n.finish(Failed, now)
+		} else {
+			n.queueAt(now, now.Add(delay))
+		}
+		q = q.replace(t, n)
+		out = append(out, n)
+	}
+	return q, out, nil
+}
+
+// InspectRequeue is an operator's requeue: the task becomes Ready with a fresh
+// set of attempts (Attempt = 0); its error history is kept and its result
+// cleared. expect, when not 0, is the Version the operator saw.
+//
+// Errors: ErrInvalidArgument, ErrNotFound, ErrConflict, ErrInvalidTransition
+// (the task is already Ready).
+func (q Queue) InspectRequeue(id string, expect uint64) (Queue, Task, error) {
+	t, err := q.inspected(OpInspectRequeue, id, expect)
+	if err != nil {
+		return q, Task{}, err
+	}
+	n := *t
+	q, n.Version = q.stamp()
+	n.Attempt = 0
+	n.Result = nil
+	n.queueAt(time.Time{}, time.Time{})
+	return q.replace(t, n), n, nil
+}
+
+// Remove deletes a task in any state and returns it as it was. expect, when
+// not 0, is the Version the operator saw. The ID may be enqueued again; the
+// queue's sequence is not reset, so no token or version is reused.
+//
+// Errors: ErrInvalidArgument, ErrNotFound, ErrConflict.
+func (q Queue) Remove(id string, expect uint64) (Queue, Task, error) {
+	t, err := q.inspected(OpRemove, id, expect)
+	if err != nil {
+		return q, Task{}, err
+	}
+	return q.unindex(t), *t, nil
+}
+
+// Prune deletes terminal tasks in the given states whose FinishedAt is before
+// before, oldest first, at most limit (0: no limit), and returns their IDs.
+//
+// Errors: ErrInvalidArgument (no states, or a state that is not terminal).
+func (q Queue) Prune(states []State, before time.Time, limit int) (Queue, []string, error) {
+	if len(states) == 0 {
+		return q, nil, invalid("prune: no states")
+	}
+	var want [Failed + 1]bool
+	for _, s := range states {
+		if !s.Valid() || !legal(OpPrune, s) {
+			return q, nil, invalid("prune: %v is not a terminal state", s)
+		}
+		want[s] = true
+	}
+	if limit < 0 {
+		return q, nil, invalid("limit %d < 0", limit)
+	}
+	var doomed []*Task
+	q.finished.Ascend("", func(_ string, id string) bool {
+		t, _ := q.tasks.Get(id)
+		if !t.FinishedAt.Before(before) {
+			return false
+		}
+		if want[t.State] {
+			doomed = append(doomed, t)
+		}
+		return limit == 0 || len(doomed) < limit
+	})
+	ids := make([]string, 0, len(doomed))
+	for _, t := range doomed {
+		q = q.unindex(t)
+		ids = append(ids, t.ID)
+	}
+	return q, ids, nil
+}
+
+// --- guards ------------------------------------------------------------------
+
+// claimed checks a worker claim: the task exists, its ClaimToken is the
+// claim's token, and op is legal from its state.
+func (q Queue) claimed(op Op, c Claim) (*Task, error) {
+	if err := validID(c.TaskID); err != nil {
+		return nil, err
+	}
+	if c.Token == 0 {
+		return nil, invalid("claim token 0")
+	}
+	t, ok := q.tasks.Get(c.TaskID)
+	if !ok {
+		return nil, fmt.Errorf("%w: task %q no longer exists", ErrStaleClaim, c.TaskID)
+	}
+	if t.ClaimToken != c.Token {
+		return nil, fmt.Errorf("%w: token %d no longer holds task %q", ErrStaleClaim, c.Token, c.TaskID)
+	}
+	return t, checkFrom(op, t)
+}
+
+// reaped checks a broker claim: the task exists, its Version is the claim's,
+// and op is legal from its state.
+func (q Queue) reaped(op Op, rc ReapClaim) (*Task, error) {
+	if err := validID(rc.TaskID); err != nil {
+		return nil, err
+	}
+	if rc.Version == 0 {
+		return nil, invalid("reap claim version 0")
+	}
+	t, ok := q.tasks.Get(rc.TaskID)
+	if !ok {
+		return nil, fmt.Errorf("%w: task %q no longer exists", ErrStaleClaim, rc.TaskID)
+	}
+	if t.Version != rc.Version {
+		return nil, fmt.Errorf("%w: task %q changed since version %d", ErrStaleClaim, rc.TaskID, rc.Version)
+	}
+	return t, checkFrom(op, t)
+}
+
+// inspected checks an operator's action: the task exists, it is at the
+// expected version (if one is given), and op is legal from its state.
+func (q Queue) inspected(op Op, id string, expect uint64) (*Task, error) {
+	if err := validID(id); err != nil {
+		return nil, err
+	}
+	t, ok := q.tasks.Get(id)
+	if !ok {
+		return nil, notFound(id)
+	}
+	if expect != 0 && t.Version != expect {
+		return nil, fmt.Errorf("%w: task %q is at version %d, not %d", ErrConflict, id, t.Version, expect)
+	}
+	return t, checkFrom(op, t)
+}
+
+// --- helpers -----------------------------------------------------------------
+
+// scan returns, in index order, up to limit tasks (0: no limit) from the
+// front of an order index while ok holds.
+func (q Queue) scan(index tree[string], limit int, ok func(*Task) bool) []*Task {
+	var out []*Task
+	index.Ascend("", func(_ string, id string) bool {
+		if limit > 0 && len(out) == limit {
+			return false
+		}
+		t, _ := q.tasks.Get(id)
+		if !ok(t) {
+			return false
+		}
+		out = append(out, t)
+		return true
+	})
+	return out
+}
+
+// queueAt returns the task to the queue: Scheduled if runAfter is after now,
+// else Ready; the claim and its timestamps are cleared.
+func (t *Task) queueAt(now, runAfter time.Time) {
+	t.RunAfter = runAfter
+	t.State = Ready
+	if runAfter.After(now) {
+		t.State = Scheduled
+	}
+	t.ClaimToken = 0
+	t.ClaimedAt = time.Time{}
+	t.Deadline = time.Time{}
+	t.FinishedAt = time.Time{}
+}
+
+// finish moves a Running task to a terminal state.
+func (t *Task) finish(s State, now time.Time) {
+	t.State = s
+	t.FinishedAt = now
+	t.Deadline = time.Time{}
+}
+
+func leaseError(t *Task, now time.Time, message string) TaskError {
+	if message == "" {
+		message = LeaseExpiredMessage
+	}
+	return TaskError{Attempt: t.Attempt, At: now, Message: message, LeaseExpired: true}
+}
+
+func validID(id string) error {
+	if id == "" || len(id) > MaxIDLength {
+		return invalid("task ID %q must have 1..%d bytes", id, MaxIDLength)
+	}
+	return nil
+}
+
+func notFound(id string) error { return fmt.Errorf("%w: %q", ErrNotFound, id) }

@@ -1,0 +1,120 @@
+package model
+
+import (
+	"bytes"
+	"slices"
+	"time"
+)
+
+// Limits on arguments. Values outside them are ErrInvalidArgument.
+const (
+	// MaxIDLength is the longest task ID, in bytes.
+	MaxIDLength = 255
+	// MinPriority and MaxPriority bound Task.Priority. Higher runs first.
+	MinPriority = -1 << 15
+	MaxPriority = 1<<15 - 1
+	// MaxBatch bounds a Pop batch and a List page.
+	MaxBatch = 1000
+)
+
+// LeaseExpiredMessage is the error recorded when a broker or RecoverExpired
+// decides a task whose lease lapsed and no message was given.
+const LeaseExpiredMessage = "lease expired"
+
+// Task is one unit of work and everything the queue knows about it.
+//
+// Times are instants; the zero time means "not set". A Task returned by the
+// model or a store is a snapshot: the model never mutates the slices it holds,
+// and callers must not either.
+type Task struct {
+	Queue       string
+	ID          string
+	Payload     []byte
+	Priority    int
+	State       State
+	Attempt     int    // number of Pops of this task since it was enqueued or requeued by an operator
+	MaxAttempts int    // attempts allowed before RecoverExpired fails the task
+	Version     uint64 // queue sequence value stamped by the last mutation
+	ClaimToken  uint64 // Version stamped by the Pop that holds (or last held and decided) the task; 0 when none
+	EnqueuedAt  time.Time
+	RunAfter    time.Time // when a Scheduled task becomes due
+	ClaimedAt   time.Time // set by Pop; cleared on return to Ready or Scheduled
+	Deadline    time.Time // lease (or broker claim) deadline of a Running task
+	FinishedAt  time.Time // set on entering Succeeded or Failed
+	Errors      []TaskError
+	Result      []byte // set by Ack
+}
+
+// TaskError is one entry in a task's error history.
+type TaskError struct {
+	Attempt int
+	At      time.Time
+	Message string
+	// LeaseExpired is true when the entry was recorded because the lease
+	// lapsed (by a broker decision or RecoverExpired), false for a failure
+	// the handler reported (Fail, Retry).
+	LeaseExpired bool
+}
+
+// Claim is a worker's hold on a Running task, handed out by Pop. Token is the
+// task's ClaimToken at the time of the Pop; a handler may use it to fence its
+// own side effects (a later claim always has a larger token).
+type Claim struct {
+	Queue    string
+	TaskID   string
+	Token    uint64
+	Attempt  int
+	Deadline time.Time
+}
+
+// ReapClaim is a broker's hold on a Running task whose lease lapsed, handed out
+// by ClaimExpired. Version is the task's Version stamped by that claim; Task is
+// the task as the claim left it, for the retry callback.
+type ReapClaim struct {
+	Queue    string
+	TaskID   string
+	Version  uint64
+	Deadline time.Time
+	Task     Task
+}
+
+// Claim returns the worker claim of a Running task.
+func (t Task) Claim() Claim {
+	return Claim{Queue: t.Queue, TaskID: t.ID, Token: t.ClaimToken, Attempt: t.Attempt, Deadline: t.Deadline}
+}
+
+// LeaseLosses counts the attempts that ended because the lease lapsed.
+func (t Task) LeaseLosses() int {
+	n := 0
+	for _, e := range t.Errors {
+		if e.LeaseExpired {
+			n++
+		}
+	}
+	return n
+}
+
+// HandlerFailures counts the attempts whose handler reported an error.
+func (t Task) HandlerFailures() int { return len(t.Errors) - t.LeaseLosses() }
+
+// Equal reports whether two tasks are the same in every field. Times compare
+// as instants.
+func (t Task) Equal(u Task) bool {
+	return t.Queue == u.Queue && t.ID == u.ID && bytes.Equal(t.Payload, u.Payload) &&
+		t.Priority == u.Priority && t.State == u.State && t.Attempt == u.Attempt &&
+		t.MaxAttempts == u.MaxAttempts && t.Version == u.Version && t.ClaimToken == u.ClaimToken &&
+		t.EnqueuedAt.Equal(u.EnqueuedAt) && t.RunAfter.Equal(u.RunAfter) &&
+		t.ClaimedAt.Equal(u.ClaimedAt) && t.Deadline.Equal(u.Deadline) &&
+		t.FinishedAt.Equal(u.FinishedAt) && bytes.Equal(t.Result, u.Result) &&
+		slices.EqualFunc(t.Errors, u.Errors, func(a, b TaskError) bool {
+			return a.Attempt == b.Attempt && a.At.Equal(b.At) && a.Message == b.Message && a.LeaseExpired == b.LeaseExpired
+		})
+}
+
+// withError returns the errors with e appended, never sharing the new backing
+// array with t (snapshots handed out earlier stay as they were).
+func (t Task) withError(e TaskError) []TaskError {
+	out := make([]TaskError, len(t.Errors), len(t.Errors)+1)
+	copy(out, t.Errors)
+	return append(out, e)
+}
