@@ -1,0 +1,18 @@
+package spec
+
+import (
+	"testing"
+
+	"github.com/leasehold/leasehold/core"
+)
+
+// Harness tells the conformance suite how to make stores of one adapter.
+type Harness struct {
+	// Name names the adapter in test output.
+	Name string
+	// New returns a new, empty store that judges time by clock and whose
+	// queues hold at most capacity pending tasks (0: unlimited). It registers
+	// its own cleanup with tb.Cleanup. Stores made by one harness must not
+	// see each other's tasks.
+	New func(tb testing.TB, clock core.Clock, capacity int) core.Store
+}

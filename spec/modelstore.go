@@ -1,0 +1,177 @@
+package spec
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/model"
+)
+
+// ModelStore is the model behind a mutex: a core.Store whose every answer is
+// the specification's. It is the reference the conformance suite and the
+// differential tests compare adapters with; it is not meant for production
+// (adapters/memory is).
+type ModelStore struct {
+	mu       sync.Mutex
+	clock    core.Clock
+	capacity int
+	queues   map[string]model.Queue
+	closed   bool
+}
+
+var _ core.Store = (*ModelStore)(nil)
+
+// NewModelStore returns an empty ModelStore judging time by clock, whose
+// queues hold at most capacity pending tasks (0: unlimited).
+func NewModelStore(clock core.Clock, capacity int) *ModelStore {
+	return &ModelStore{clock: clock, capacity: capacity, queues: map[string]model.Queue{}}
+}
+
+// Queue returns the model state of a queue, for tests that compare states.
+func (s *ModelStore) Queue(name string) model.Queue {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if q, ok := s.queues[name]; ok {
+		return q
+	}
+	return model.NewQueue(name, s.capacity)
+}
+
+// apply runs one model input on the named queue under the lock.
+func (s *ModelStore) apply(ctx context.Context, queue string, in model.Input) (time.Time, model.Output, error) {
+	if err := ctx.Err(); err != nil {
+		return time.Time{}, model.Output{}, err
+	}
+	if err := core.ValidateQueueName(queue); err != nil {
+		return time.Time{}, model.Output{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return time.Time{}, model.Output{}, core.ErrClosed
+	}
+	q, ok := s.queues[queue]
+	if !ok {
+		q = model.NewQueue(queue, s.capacity)
+	}
+	in.Now = s.clock.Now()
+	next, out := model.Apply(q, in)
+	if out.Err == nil && next.Len() > 0 || ok {
+		s.queues[queue] = next
+	}
+	return in.Now, out, out.Err
+}
+
+func taskResult(now time.Time, out model.Output, err error) (core.TaskResult, error) {
+	if err != nil {
+		return core.TaskResult{}, err
+	}
+	return core.TaskResult{Now: now, Task: out.Task}, nil
+}
+
+// Enqueue implements core.Store.
+func (s *ModelStore) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskResult, error) {
+	return taskResult(s.apply(ctx, p.Queue, model.Input{Op: model.OpEnqueue, Enqueue: p.EnqueueArgs}))
+}
+
+// Promote implements core.Store.
+func (s *ModelStore) Promote(ctx context.Context, p core.PromoteParams) (core.IDsResult, error) {
+	now, out, err := s.apply(ctx, p.Queue, model.Input{Op: model.OpPromote, Limit: p.Limit})
+	return core.IDsResult{Now: now, IDs: out.IDs}, err
+}
+
+// Pop implements core.Store.
+func (s *ModelStore) Pop(ctx context.Context, p core.PopParams) (core.TasksResult, error) {
+	now, out, err := s.apply(ctx, p.Queue, model.Input{Op: model.OpPop, Lease: p.Lease, Limit: p.N})
+	return core.TasksResult{Now: now, Tasks: out.Tasks}, err
+}
+
+// Extend implements core.Store.
+func (s *ModelStore) Extend(ctx context.Context, p core.ExtendParams) (core.TaskResult, error) {
+	return taskResult(s.apply(ctx, p.Claim.Queue, model.Input{Op: model.OpExtend, Claim: p.Claim, Lease: p.Lease}))
+}
+
+// Ack implements core.Store.
+func (s *ModelStore) Ack(ctx context.Context, p core.AckParams) (core.TaskResult, error) {
+	return taskResult(s.apply(ctx, p.Claim.Queue, model.Input{Op: model.OpAck, Claim: p.Claim, Result: p.Result}))
+}
+
+// Fail implements core.Store.
+func (s *ModelStore) Fail(ctx context.Context, p core.FailParams) (core.TaskResult, error) {
+	return taskResult(s.apply(ctx, p.Claim.Queue, model.Input{Op: model.OpFail, Claim: p.Claim, Message: p.Message}))
+}
+
+// Retry implements core.Store.
+func (s *ModelStore) Retry(ctx context.Context, p core.RetryParams) (core.TaskResult, error) {
+	return taskResult(s.apply(ctx, p.Claim.Queue, model.Input{Op: model.OpRetry, Claim: p.Claim, RunAfter: p.RunAfter, Message: p.Message}))
+}
+
+// ClaimExpired implements core.Store.
+func (s *ModelStore) ClaimExpired(ctx context.Context, p core.ClaimExpiredParams) (core.ReapResult, error) {
+	now, out, err := s.apply(ctx, p.Queue, model.Input{Op: model.OpClaimExpired, Lease: p.ClaimTTL, Limit: p.Limit})
+	return core.ReapResult{Now: now, Claims: out.ReapClaims}, err
+}
+
+// Requeue implements core.Store.
+func (s *ModelStore) Requeue(ctx context.Context, p core.RequeueParams) (core.TaskResult, error) {
+	return taskResult(s.apply(ctx, p.ReapClaim.Queue, model.Input{Op: model.OpRequeue, ReapClaim: p.ReapClaim, RunAfter: p.RunAfter, Message: p.Message}))
+}
+
+// Finalize implements core.Store.
+func (s *ModelStore) Finalize(ctx context.Context, p core.FinalizeParams) (core.TaskResult, error) {
+	return taskResult(s.apply(ctx, p.ReapClaim.Queue, model.Input{Op: model.OpFinalize, ReapClaim: p.ReapClaim, Message: p.Message}))
+}
+
+// RecoverExpired implements core.Store.
+func (s *ModelStore) RecoverExpired(ctx context.Context, p core.RecoverExpiredParams) (core.TasksResult, error) {
+	now, out, err := s.apply(ctx, p.Queue, model.Input{Op: model.OpRecoverExpired, Lease: p.Delay, Limit: p.Limit})
+	return core.TasksResult{Now: now, Tasks: out.Tasks}, err
+}
+
+// Get implements core.Store.
+func (s *ModelStore) Get(ctx context.Context, p core.GetParams) (core.Task, error) {
+	_, out, err := s.apply(ctx, p.Queue, model.Input{Op: model.OpGet, ID: p.ID})
+	return out.Task, err
+}
+
+// List implements core.Store.
+func (s *ModelStore) List(ctx context.Context, p core.ListParams) (core.ListResult, error) {
+	_, out, err := s.apply(ctx, p.Queue, model.Input{Op: model.OpList, State: p.State, After: p.After, Limit: p.Limit})
+	return core.ListResult{Tasks: out.Tasks, Next: out.Next}, err
+}
+
+// Counts implements core.Store.
+func (s *ModelStore) Counts(ctx context.Context, p core.CountsParams) (core.Counts, error) {
+	_, out, err := s.apply(ctx, p.Queue, model.Input{Op: model.OpCounts})
+	return out.Counts, err
+}
+
+// InspectRequeue implements core.Store.
+func (s *ModelStore) InspectRequeue(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
+	return taskResult(s.apply(ctx, p.Queue, model.Input{Op: model.OpInspectRequeue, ID: p.ID, Expect: p.Expect}))
+}
+
+// Remove implements core.Store.
+func (s *ModelStore) Remove(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
+	return taskResult(s.apply(ctx, p.Queue, model.Input{Op: model.OpRemove, ID: p.ID, Expect: p.Expect}))
+}
+
+// Prune implements core.Store.
+func (s *ModelStore) Prune(ctx context.Context, p core.PruneParams) (core.IDsResult, error) {
+	now, out, err := s.apply(ctx, p.Queue, model.Input{Op: model.OpPrune, States: p.States, Before: p.Before, Limit: p.Limit})
+	return core.IDsResult{Now: now, IDs: out.IDs}, err
+}
+
+// Close implements core.Store.
+func (s *ModelStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return nil
+}
+
+// String names the store.
+func (s *ModelStore) String() string { return fmt.Sprintf("model store (%d queues)", len(s.queues)) }
