@@ -59,7 +59,7 @@ func (s *ModelStore) apply(ctx context.Context, queue string, in model.Input) (t
 	}
 	in.Now = s.clock.Now()
 	next, out := model.Apply(q, in)
-	if out.Err == nil && next.Len() > 0 || ok {
+	if out.Err == nil && (ok || next.Seq() > 0) {
 		s.queues[queue] = next
 	}
 	return in.Now, out, out.Err
