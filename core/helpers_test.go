@@ -1,0 +1,238 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/spec"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// t0 is where every fake clock of these tests starts.
+var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// guard bounds every wait of a test on another goroutine: it is a failure
+// deadline, never a way to let an effect happen.
+const guard = 10 * time.Second
+
+const queue = "jobs"
+
+// newStore returns the store the tests of this package run on, judging time
+// by clk.
+func newStore(t testing.TB, clk core.Clock) core.Store {
+	s := spec.NewModelStore(clk, 0)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// errNetwork stands for a transport error: the store could not be reached.
+var errNetwork = errors.New("network unreachable")
+
+// event is one store call the recording store saw, after it returned.
+type event struct {
+	Op     string
+	TaskID string
+	Err    error
+	N      int      // Pop: the batch asked for
+	IDs    []string // Pop: the tasks claimed
+}
+
+// recStore wraps a store: it records the calls of the claim protocol and can
+// cut the worker's heartbeats off (as a network partition would).
+type recStore struct {
+	core.Store
+	failExtend atomic.Bool
+
+	mu      sync.Mutex
+	events  []event
+	changed chan struct{}
+}
+
+func newRecStore(t testing.TB, clk core.Clock) *recStore {
+	return &recStore{Store: newStore(t, clk), changed: make(chan struct{})}
+}
+
+func (s *recStore) record(op, id string, err error) { s.add(event{Op: op, TaskID: id, Err: err}) }
+
+func (s *recStore) add(e event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.events = append(s.events, e)
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// count returns the number of recorded calls of op (any op if "").
+func (s *recStore) count(op string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, e := range s.events {
+		if op == "" || e.Op == op {
+			n++
+		}
+	}
+	return n
+}
+
+// wait blocks until the n-th call of op (1 for the first) was recorded and
+// returns it.
+func (s *recStore) wait(t testing.TB, op string, n int) event {
+	t.Helper()
+	deadline := time.After(guard)
+	for {
+		s.mu.Lock()
+		k := 0
+		for _, e := range s.events {
+			if e.Op == op {
+				k++
+				if k == n {
+					s.mu.Unlock()
+					return e
+				}
+			}
+		}
+		changed := s.changed
+		s.mu.Unlock()
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("no %s call number %d within %v; saw %v", op, n, guard, s.snapshot())
+		}
+	}
+}
+
+func (s *recStore) snapshot() []event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]event(nil), s.events...)
+}
+
+func (s *recStore) Pop(ctx context.Context, p core.PopParams) (core.TasksResult, error) {
+	r, err := s.Store.Pop(ctx, p)
+	e := event{Op: "Pop", Err: err, N: p.N}
+	for _, t := range r.Tasks {
+		e.IDs = append(e.IDs, t.ID)
+	}
+	s.add(e)
+	return r, err
+}
+
+func (s *recStore) Extend(ctx context.Context, p core.ExtendParams) (core.TaskResult, error) {
+	if s.failExtend.Load() {
+		s.record("Extend", p.Claim.TaskID, errNetwork)
+		return core.TaskResult{}, errNetwork
+	}
+	r, err := s.Store.Extend(ctx, p)
+	s.record("Extend", p.Claim.TaskID, err)
+	return r, err
+}
+
+func (s *recStore) Ack(ctx context.Context, p core.AckParams) (core.TaskResult, error) {
+	r, err := s.Store.Ack(ctx, p)
+	s.record("Ack", p.Claim.TaskID, err)
+	return r, err
+}
+
+func (s *recStore) Fail(ctx context.Context, p core.FailParams) (core.TaskResult, error) {
+	r, err := s.Store.Fail(ctx, p)
+	s.record("Fail", p.Claim.TaskID, err)
+	return r, err
+}
+
+func (s *recStore) Retry(ctx context.Context, p core.RetryParams) (core.TaskResult, error) {
+	r, err := s.Store.Retry(ctx, p)
+	s.record("Retry", p.Claim.TaskID, err)
+	return r, err
+}
+
+func (s *recStore) Requeue(ctx context.Context, p core.RequeueParams) (core.TaskResult, error) {
+	r, err := s.Store.Requeue(ctx, p)
+	s.record("Requeue", p.ReapClaim.TaskID, err)
+	return r, err
+}
+
+func (s *recStore) Finalize(ctx context.Context, p core.FinalizeParams) (core.TaskResult, error) {
+	r, err := s.Store.Finalize(ctx, p)
+	s.record("Finalize", p.ReapClaim.TaskID, err)
+	return r, err
+}
+
+// started runs w in the background and returns a function that shuts it
+// down and checks that Run returned nil. The test's cleanup calls it too.
+func started(t *testing.T, w *core.Worker) (stop func()) {
+	t.Helper()
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(context.Background()) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), guard)
+			defer cancel()
+			if err := w.Shutdown(ctx); err != nil {
+				t.Errorf("Shutdown: %v", err)
+			}
+			if err := <-ran; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// receive waits for a value on ch, failing the test after guard.
+func receive[T any](t testing.TB, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(guard):
+		t.Fatalf("nothing received within %v", guard)
+		panic("unreachable")
+	}
+}
+
+// blockUntil waits until clk has n timers waiting, failing the test after
+// guard.
+func blockUntil(t testing.TB, clk *core.FakeClock, n int) {
+	t.Helper()
+	done := make(chan struct{})
+	timer := time.AfterFunc(guard, func() { close(done) })
+	defer timer.Stop()
+	if !clk.BlockUntil(n, done) {
+		t.Fatalf("the clock never had %d timers waiting (it has %d)", n, clk.Timers())
+	}
+}
+
+// mustGet returns the task, failing the test on an error.
+func mustGet(t testing.TB, s core.Store, id string) core.Task {
+	t.Helper()
+	task, err := s.Get(context.Background(), core.GetParams{Queue: queue, ID: id})
+	if err != nil {
+		t.Fatalf("Get(%q): %v", id, err)
+	}
+	return task
+}
+
+// enqueue adds a task with the given ID through a Queue.
+func enqueue(t testing.TB, s core.Store, clk core.Clock, id string, opts ...core.EnqueueOption) core.Task {
+	t.Helper()
+	q, err := core.NewQueue(s, queue, core.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := q.Enqueue(context.Background(), []byte("payload of "+id), append([]core.EnqueueOption{core.WithID(id)}, opts...)...)
+	if err != nil {
+		t.Fatalf("Enqueue(%q): %v", id, err)
+	}
+	return task
+}

@@ -1,0 +1,163 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/leasehold/leasehold/model"
+)
+
+// Limits and defaults of the consumer API.
+const (
+	// MaxBatch bounds a Pop batch, a broker call and a List page.
+	MaxBatch = model.MaxBatch
+	// MinPriority and MaxPriority bound a task's priority; higher runs first.
+	MinPriority = model.MinPriority
+	MaxPriority = model.MaxPriority
+	// MaxIDLength is the longest task ID, in bytes.
+	MaxIDLength = model.MaxIDLength
+	// DefaultMaxAttempts is the number of attempts a task gets when Enqueue
+	// is not given WithMaxAttempts.
+	DefaultMaxAttempts = 25
+)
+
+// NewID returns a new task ID: a version 7 UUID in its 36-character text
+// form. IDs generated later sort after IDs generated earlier (by the
+// millisecond, and within one process strictly), so List, which pages in ID
+// order, lists generated tasks roughly in the order they were enqueued.
+func NewID() (string, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return "", fmt.Errorf("leasehold: generate task ID: %w", err)
+	}
+	return id.String(), nil
+}
+
+// Queue is a producer's handle on one named queue of a Store. It is safe for
+// concurrent use.
+type Queue struct {
+	common
+	store Store
+	name  string
+}
+
+// NewQueue returns a handle on the queue called name. The name must pass
+// ValidateQueueName. Queues need no creation: a queue exists once a task was
+// enqueued in it.
+func NewQueue(store Store, name string, opts ...QueueOption) (*Queue, error) {
+	if store == nil {
+		return nil, fmt.Errorf("%w: nil store", ErrInvalidArgument)
+	}
+	if err := ValidateQueueName(name); err != nil {
+		return nil, err
+	}
+	q := &Queue{store: store, name: name}
+	q.init()
+	for _, o := range opts {
+		o.applyQueue(q)
+	}
+	if q.err != nil {
+		return nil, q.err
+	}
+	return q, nil
+}
+
+// Name returns the queue's name.
+func (q *Queue) Name() string { return q.name }
+
+// EnqueueOption sets an argument of Queue.Enqueue.
+type EnqueueOption func(*enqueueArgs)
+
+type enqueueArgs struct {
+	model.EnqueueArgs
+	delay    time.Duration
+	hasDelay bool
+}
+
+// WithID gives the task an ID (1..MaxIDLength bytes) instead of a generated
+// one. Enqueue fails with ErrConflict if a task with this ID exists in the
+// queue, in any state; an ID makes enqueueing idempotent.
+func WithID(id string) EnqueueOption {
+	return func(a *enqueueArgs) { a.ID = id }
+}
+
+// WithPriority sets the task's priority (MinPriority..MaxPriority, default
+// 0). Ready tasks of higher priority are popped first.
+func WithPriority(p int) EnqueueOption {
+	return func(a *enqueueArgs) { a.Priority = p }
+}
+
+// WithRunAfter makes the task Scheduled until t (truncated to the
+// microsecond); a broker's mover makes it Ready then. A zero or past t makes
+// it Ready at once. It replaces an earlier WithDelay.
+func WithRunAfter(t time.Time) EnqueueOption {
+	return func(a *enqueueArgs) { a.RunAfter, a.hasDelay = t, false }
+}
+
+// WithDelay makes the task Scheduled until d after now, as read from the
+// Queue's clock. It replaces an earlier WithRunAfter.
+func WithDelay(d time.Duration) EnqueueOption {
+	return func(a *enqueueArgs) { a.delay, a.hasDelay = d, true }
+}
+
+// WithMaxAttempts sets how many attempts the task gets (default
+// DefaultMaxAttempts): the retry policy and RecoverExpired stop retrying it
+// once Attempt reaches this number.
+func WithMaxAttempts(n int) EnqueueOption {
+	return func(a *enqueueArgs) { a.MaxAttempts = n }
+}
+
+// Enqueue adds a task with the payload to the queue and returns it as
+// stored: Ready, or Scheduled when it has a run-after time in the future.
+//
+// Errors: ErrInvalidArgument (an option out of range), ErrConflict (WithID
+// names an existing task), ErrQueueFull, or an error of the store's
+// transport.
+func (q *Queue) Enqueue(ctx context.Context, payload []byte, opts ...EnqueueOption) (Task, error) {
+	a := enqueueArgs{EnqueueArgs: model.EnqueueArgs{MaxAttempts: DefaultMaxAttempts}}
+	for _, o := range opts {
+		o(&a)
+	}
+	if a.hasDelay {
+		if a.delay < 0 {
+			return Task{}, fmt.Errorf("%w: delay %v < 0", ErrInvalidArgument, a.delay)
+		}
+		if a.delay > 0 {
+			a.RunAfter = q.clock.Now().Add(a.delay)
+		}
+	}
+	a.RunAfter = truncate(a.RunAfter)
+	if a.ID == "" {
+		id, err := NewID()
+		if err != nil {
+			return Task{}, err
+		}
+		a.ID = id
+	}
+	a.Payload = payload
+	res, err := q.store.Enqueue(ctx, EnqueueParams{Queue: q.name, EnqueueArgs: a.EnqueueArgs})
+	if err != nil {
+		return Task{}, err
+	}
+	q.logger.DebugContext(ctx, "task enqueued", "queue", q.name, "task", res.Task.ID, "state", res.Task.State)
+	return res.Task, nil
+}
+
+// Get returns the task with the given ID.
+//
+// Errors: ErrInvalidArgument, ErrNotFound, or an error of the store's
+// transport.
+func (q *Queue) Get(ctx context.Context, id string) (Task, error) {
+	return q.store.Get(ctx, GetParams{Queue: q.name, ID: id})
+}
+
+// truncate returns t in UTC at microsecond precision, the zero time as is.
+func truncate(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC().Truncate(time.Microsecond)
+}
