@@ -1,0 +1,246 @@
+package spec
+
+import (
+	"time"
+
+	"github.com/leasehold/leasehold/model"
+)
+
+// Scenarios returns the named scenarios of the specification, in the order
+// SPEC.md lists them. Each comes from a race one of the seed reports
+// describes; Run plays every one on the store under test and on the model.
+func Scenarios() []Scenario {
+	out := make([]Scenario, len(scenarios))
+	copy(out, scenarios)
+	return out
+}
+
+const (
+	seedRedis  = "seed 000: the Redis-backed queue whose reaper decisions were not fenced"
+	seedSQLite = "seed 001: the SQLite-backed queue whose acknowledgements had no claim identity"
+)
+
+var (
+	second = time.Second
+	minute = time.Minute
+)
+
+var scenarios = []Scenario{
+	{
+		Name:    "WorkerAckRace",
+		Origin:  seedRedis,
+		Summary: "The lease lapses and a broker claims the task, then the slow worker acks: the ack wins, the broker's requeue is stale, and the task stays Succeeded with its result instead of running again.",
+		Steps: []Step{
+			enqueue("t1"),
+			pop("A", "t1"),
+			claimExpired("R", "t1").after(30 * second).then("t1 running claimed-by=A version=R"),
+			ack("A", "done").then("t1 succeeded result=done errors=0"),
+			requeue("R").fails(model.ErrStaleClaim).then("t1 succeeded result=done errors=0"),
+			finalize("R").fails(model.ErrStaleClaim).then("t1 succeeded result=done errors=0"),
+			claimExpired("R2").after(minute),
+			promote(),
+			pop("B").then("t1 succeeded result=done attempt=1", "counts succeeded=1 ready=0 scheduled=0 running=0"),
+		},
+	},
+	{
+		Name:    "ClaimTakeover",
+		Origin:  seedRedis,
+		Summary: "Broker A claims an expired task and stalls past the claim TTL; broker B claims it again and requeues it; A's decision is stale, and the task is scheduled once.",
+		Steps: []Step{
+			enqueue("t1"),
+			pop("W", "t1"),
+			claimExpired("A", "t1").after(30 * second),
+			claimExpired("B", "t1").after(10 * second).then("t1 running version=B claimed-by=W"),
+			requeue("B").delay(minute).then("t1 scheduled unclaimed errors=1 leaselosses=1"),
+			get("t1", "S"),
+			requeue("A").fails(model.ErrStaleClaim).then("t1 scheduled version=S errors=1"),
+			finalize("A").fails(model.ErrStaleClaim).then("t1 scheduled version=S errors=1"),
+			promote("t1").after(minute),
+			pop("W2", "t1").then("t1 running attempt=2 errors=1"),
+			pop("W3"),
+		},
+	},
+	{
+		Name:    "InspectorRemoveRace",
+		Origin:  seedRedis,
+		Summary: "A broker claims an expired task, then the operator removes it: the broker's decision is stale and the removal stands.",
+		Steps: []Step{
+			enqueue("t1"),
+			pop("W", "t1"),
+			claimExpired("R", "t1").after(30 * second),
+			remove("t1").then("t1 gone"),
+			requeue("R").fails(model.ErrStaleClaim).then("t1 gone"),
+			finalize("R").fails(model.ErrStaleClaim).then("t1 gone"),
+			ack("W", "late").fails(model.ErrStaleClaim).then("t1 gone", "counts scheduled=0 ready=0 running=0 succeeded=0 failed=0"),
+		},
+	},
+	{
+		Name:    "InspectorRequeueRace",
+		Origin:  seedRedis,
+		Summary: "A broker claims an expired task, then the operator requeues it: the broker's decision is stale and the operator's requeue stands.",
+		Steps: []Step{
+			enqueue("t1"),
+			pop("W", "t1"),
+			claimExpired("R", "t1").after(30 * second),
+			inspectRequeue("t1").then("t1 ready unclaimed attempt=0 errors=0"),
+			get("t1", "S"),
+			requeue("R").delay(minute).fails(model.ErrStaleClaim).then("t1 ready version=S"),
+			finalize("R").fails(model.ErrStaleClaim).then("t1 ready version=S"),
+			ack("W", "late").fails(model.ErrStaleClaim).then("t1 ready version=S"),
+			pop("W2", "t1").then("t1 running attempt=1"),
+		},
+	},
+	{
+		Name:    "MatchingClaimAck",
+		Origin:  seedRedis,
+		Summary: "Nobody intervenes between a broker's claim and its acknowledgement (Finalize): the decision applies, the task is Failed with the lease-expired error, and the superseded worker's late ack is refused.",
+		Steps: []Step{
+			enqueue("t1"),
+			pop("W", "t1"),
+			claimExpired("R", "t1").after(30 * second),
+			finalize("R").after(second).then("t1 failed claimed-by=W errors=1 leaselosses=1"),
+			ack("W", "late").fails(invalidTransition(model.OpAck, model.Failed)).then("t1 failed result="),
+			finalize("R").fails(model.ErrStaleClaim),
+		},
+	},
+	{
+		Name:    "MatchingClaimRequeue",
+		Origin:  seedRedis,
+		Summary: "Nobody intervenes between a broker's claim and its requeue: the requeue applies, the old worker's claim is void, and the next worker's claim completes the task.",
+		Steps: []Step{
+			enqueue("t1"),
+			pop("W", "t1"),
+			claimExpired("R", "t1").after(30 * second),
+			requeue("R").text("worker vanished").after(second).then("t1 ready unclaimed errors=1 leaselosses=1"),
+			ack("W", "late").fails(model.ErrStaleClaim).then("t1 ready"),
+			pop("W2", "t1").then("t1 running attempt=2"),
+			ack("W2", "done").then("t1 succeeded result=done"),
+		},
+	},
+	{
+		Name:    "StaleWorkerAck",
+		Origin:  seedSQLite,
+		Summary: "Worker A pops, recovery returns the task to the queue, worker B pops it: A's ack is stale, B's claim is untouched, and B's ack succeeds.",
+		Steps: []Step{
+			enqueue("t1"),
+			pop("A", "t1"),
+			recoverExpired("t1").after(30 * second).then("t1 ready unclaimed errors=1 leaselosses=1"),
+			pop("B", "t1").then("t1 running attempt=2 claimed-by=B"),
+			ack("A", "stale result").fails(model.ErrStaleClaim).then("t1 running claimed-by=B version=B"),
+			extend("A").fails(model.ErrStaleClaim).then("t1 running version=B"),
+			ack("B", "done").then("t1 succeeded result=done"),
+			ack("A", "stale result").fails(model.ErrStaleClaim).then("t1 succeeded result=done"),
+		},
+	},
+	{
+		Name:    "StaleWorkerFail",
+		Origin:  seedSQLite,
+		Summary: "Worker A pops, recovery returns the task to the queue, worker B pops it: A's fail (or retry) is stale, B's claim is untouched, and B's ack succeeds.",
+		Steps: []Step{
+			enqueue("t1"),
+			pop("A", "t1"),
+			recoverExpired("t1").after(30 * second),
+			pop("B", "t1"),
+			fail("A", "boom").fails(model.ErrStaleClaim).then("t1 running claimed-by=B version=B errors=1"),
+			retry("A", "boom").fails(model.ErrStaleClaim).then("t1 running version=B errors=1"),
+			ack("B", "done").then("t1 succeeded result=done errors=1"),
+		},
+	},
+	{
+		Name:    "InvalidTransitions",
+		Origin:  seedSQLite,
+		Summary: "Every operation that is illegal from a task's state is refused with the documented error (a stale claim where no claim can hold the task, an invalid transition naming the op and the state otherwise) and changes nothing.",
+		Steps: []Step{
+			enqueue("k"),
+			pop("K", "k"),
+			ack("K", "done"),
+			enqueue("f"),
+			pop("F", "f"),
+			fail("F", "boom"),
+			enqueue("u"),
+			pop("U", "u"),
+			enqueue("r"),
+			enqueue("s").delay(time.Hour),
+			get("s", "S"), get("r", "R"), get("k", "K2"), get("f", "F2"),
+			// Scheduled: no claim can hold it; the broker's version reaches the state check.
+			ack("@s", "x").fails(model.ErrStaleClaim),
+			requeue("@s").fails(invalidTransition(model.OpRequeue, model.Scheduled)),
+			finalize("@s").fails(invalidTransition(model.OpFinalize, model.Scheduled)),
+			prune([]model.State{model.Scheduled}).fails(model.ErrInvalidArgument),
+			promote().then("s scheduled version=S"),
+			// Ready.
+			ack("@r", "x").fails(model.ErrStaleClaim),
+			requeue("@r").fails(invalidTransition(model.OpRequeue, model.Ready)),
+			finalize("@r").fails(invalidTransition(model.OpFinalize, model.Ready)),
+			inspectRequeue("r").fails(invalidTransition(model.OpInspectRequeue, model.Ready)),
+			prune([]model.State{model.Ready}).fails(model.ErrInvalidArgument).then("r ready version=R"),
+			// Running: only pruning is refused.
+			prune([]model.State{model.Running}).fails(model.ErrInvalidArgument).then("u running claimed-by=U"),
+			// Succeeded: the claim that acked still names the task, but the state refuses.
+			extend("K").fails(invalidTransition(model.OpExtend, model.Succeeded)),
+			ack("K", "again").fails(invalidTransition(model.OpAck, model.Succeeded)),
+			fail("K", "late").fails(invalidTransition(model.OpFail, model.Succeeded)),
+			retry("K", "late").fails(invalidTransition(model.OpRetry, model.Succeeded)),
+			requeue("@k").fails(invalidTransition(model.OpRequeue, model.Succeeded)),
+			finalize("@k").fails(invalidTransition(model.OpFinalize, model.Succeeded)).then("k succeeded result=done version=K2"),
+			// Failed.
+			extend("F").fails(invalidTransition(model.OpExtend, model.Failed)),
+			ack("F", "late").fails(invalidTransition(model.OpAck, model.Failed)),
+			fail("F", "again").fails(invalidTransition(model.OpFail, model.Failed)),
+			retry("F", "late").fails(invalidTransition(model.OpRetry, model.Failed)),
+			requeue("@f").fails(invalidTransition(model.OpRequeue, model.Failed)),
+			finalize("@f").fails(invalidTransition(model.OpFinalize, model.Failed)).then("f failed errors=1 version=F2"),
+			// An existing ID cannot be enqueued again, whatever its state.
+			enqueue("s").fails(model.ErrConflict),
+			enqueue("r").fails(model.ErrConflict),
+			enqueue("u").fails(model.ErrConflict),
+			enqueue("k").fails(model.ErrConflict),
+			enqueue("f").fails(model.ErrConflict).then("counts scheduled=1 ready=1 running=1 succeeded=1 failed=1"),
+		},
+	},
+	{
+		Name:    "RetryClearsTimestamps",
+		Origin:  seedSQLite,
+		Summary: "Every way back to Ready or Scheduled (worker retry, broker requeue, recovery, operator requeue) clears the claim token, ClaimedAt, Deadline and FinishedAt, so no obsolete lock time survives.",
+		Steps: []Step{
+			enqueue("t1").attempts(10),
+			pop("A", "t1"),
+			retry("A", "flaky").after(second).then("t1 ready unclaimed errors=1 leaselosses=0"),
+			pop("B", "t1"),
+			retry("B", "flaky").delay(minute).after(second).then("t1 scheduled unclaimed errors=2"),
+			promote("t1").after(minute).then("t1 ready unclaimed"),
+			pop("C", "t1"),
+			claimExpired("R", "t1").after(30 * second),
+			requeue("R").then("t1 ready unclaimed errors=3 leaselosses=1"),
+			pop("D", "t1").then("t1 running attempt=4"),
+			recoverExpired("t1").delay(minute).after(30 * second).then("t1 scheduled unclaimed errors=4 leaselosses=2"),
+			promote("t1").after(minute),
+			pop("E", "t1"),
+			ack("E", "done").then("t1 succeeded result=done attempt=5"),
+			inspectRequeue("t1").then("t1 ready unclaimed attempt=0 result= errors=4"),
+			pop("G", "t1"),
+			fail("G", "fatal").then("t1 failed errors=5"),
+			inspectRequeue("t1").then("t1 ready unclaimed attempt=0 errors=5"),
+		},
+	},
+	{
+		Name:    "AtomicRecovery",
+		Origin:  seedSQLite,
+		Summary: "RecoverExpired decides every expired task in one step, in order of deadline then ID: tasks with attempts left return to the queue, exhausted ones fail, live leases are untouched, and a second call finds nothing to recover.",
+		Steps: []Step{
+			enqueue("b").attempts(3),
+			enqueue("a").attempts(1),
+			enqueue("c").attempts(3),
+			pop("B", "b"),
+			pop("A", "a"),
+			pop("C", "c").after(10 * second),
+			recoverExpired().after(19*second).then("a running", "b running"),
+			recoverExpired("a", "b").delay(5*second).after(second).then(
+				"a failed leaselosses=1", "b scheduled unclaimed leaselosses=1", "c running claimed-by=C version=C"),
+			recoverExpired(),
+			ack("A", "late").fails(invalidTransition(model.OpAck, model.Failed)),
+			ack("B", "late").fails(model.ErrStaleClaim),
+			ack("C", "done").then("c succeeded", "counts scheduled=1 running=0 succeeded=1 failed=1"),
+		},
+	},
+}
