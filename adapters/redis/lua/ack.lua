@@ -1,0 +1,31 @@
+-- ack.lua: Ack records a worker claim's success: the task is Succeeded with
+-- its result.
+--
+-- KEYS: KEYS[1..11] as in lib.lua; KEYS[12] the task's hash.
+-- ARGV[1] now: µs, or '' for the server's TIME
+-- ARGV[2] task ID
+-- ARGV[3] claim token (decimal)
+-- ARGV[4] result
+--
+-- Returns:
+--   {0, now, task}               the task as Ack left it
+--   {1, detail}                  INVALID_ARGUMENT
+--   {2, reason}                  STALE_CLAIM: missing | token
+--   {4, state}                   TRANSITION: the task is not Running
+--   {8, key, detail}             CORRUPT
+--   {9, seq}                     SEQUENCE_EXHAUSTED
+return run(function()
+  local now = clock(ARGV[1])
+  local seq = load_seq()
+  local t = claimed(ARGV[2], ARGV[3], seq)
+  reserve(seq, 1)
+  writable(target('succeeded'))
+
+  move(t, function()
+    t.version = seq + 1
+    t.result = ARGV[4]
+    finish(t, 'succeeded', now)
+  end)
+  redis.call('SET', KEYS[1], fmt(t.version))
+  return emit({OK, fmt(now)}, t)
+end)

@@ -1,0 +1,367 @@
+-- lib.lua: the part every leasehold script shares. The store prepends it to
+-- the body of each script (enqueue.lua, pop.lua, ...), so a script is one
+-- self-contained EVAL body; this file declares only local functions.
+--
+-- KEYS, the same for every script (all carry the queue's {queue} hash tag,
+-- so they live in one Redis Cluster slot):
+--   KEYS[1]  seq            string: the last value drawn from the sequence
+--   KEYS[2]  ready          zset: ID by (32767 - priority) * 2^36 + version
+--   KEYS[3]  scheduled      zset: ID by run_after (µs)
+--   KEYS[4]  running        zset: ID by deadline (µs)
+--   KEYS[5]  finished       zset: ID by finished_at (µs)
+--   KEYS[6]  ids:scheduled  zset: ID, score 0 (List in ID order)
+--   KEYS[7]  ids:ready      zset: ID, score 0
+--   KEYS[8]  ids:running    zset: ID, score 0
+--   KEYS[9]  ids:succeeded  zset: ID, score 0
+--   KEYS[10] ids:failed     zset: ID, score 0
+--   KEYS[11] the task key prefix; a task's hash is KEYS[11] .. ID. It is
+--            not a key itself: it is declared so that the slot of the task
+--            keys a script finds in an index is a declared slot.
+--   KEYS[12] the task hash, for the scripts that act on one named task
+--
+-- Return codes (the first element of every reply; the Go side maps them to
+-- errors in one place, codeError):
+--   0 OK                 {0, now, ...}
+--   1 INVALID_ARGUMENT   {1, detail}
+--   2 STALE_CLAIM        {2, reason}           reason: missing | token | version
+--   3 NOT_FOUND          {3}
+--   4 TRANSITION         {4, state}
+--   5 EXISTS             {5}                   Enqueue: the ID is taken
+--   6 VERSION_CONFLICT   {6, version}          the task is at another version
+--   7 QUEUE_FULL         {7, pending}
+--   8 CORRUPT            {8, key, detail}
+--   9 SEQUENCE_EXHAUSTED {9, seq}
+--
+-- Every script validates everything (arguments, key types, each stored field
+-- it reads, index entries against their task) before its first write and
+-- refuses with a code; a refusal therefore never follows a write. Lua errors
+-- do not roll back, so this order is what makes a refused call change
+-- nothing.
+
+local OK, INVALID, STALE, NOT_FOUND, TRANSITION, EXISTS, VERSION_CONFLICT,
+  QUEUE_FULL, CORRUPT, EXHAUSTED = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9
+
+-- Largest integer a Lua number (a double) holds exactly.
+local MAX_SAFE = 9007199254740991
+-- Versions stay below 2^36 so the ready score (priority, version) is exact.
+local VERSION_LIMIT = 68719476736
+local MAX_PRIORITY, MIN_PRIORITY = 32767, -32768
+
+-- The fields of a task hash, in the order replies carry them.
+local FIELDS = {'payload', 'priority', 'state', 'attempt', 'max_attempts',
+  'version', 'token', 'enqueued_at', 'run_after', 'claimed_at', 'deadline',
+  'finished_at', 'errors', 'result'}
+
+-- The order index and the ID index of each state (indexes into KEYS).
+local ORDER = {scheduled = 3, ready = 2, running = 4, succeeded = 5, failed = 5}
+local IDS = {scheduled = 6, ready = 7, running = 8, succeeded = 9, failed = 10}
+
+-- refuse aborts the script with a return code; run turns it into the reply.
+local function refuse(code, ...)
+  error({leasehold = {code, ...}}, 0)
+end
+
+local function run(main)
+  local ok, res = pcall(main)
+  if ok then return res end
+  if type(res) == 'table' and res.leasehold then return res.leasehold end
+  error(res, 0)
+end
+
+local function fmt(n) return string.format('%d', n) end
+
+-- int parses a canonical decimal integer (no sign on 0, no leading zeros)
+-- whose magnitude a double holds exactly; nil otherwise.
+local function int(s)
+  if type(s) ~= 'string' or #s > 17 then return nil end
+  if s ~= '0' and not string.find(s, '^%-?[1-9]%d*$') then return nil end
+  local n = tonumber(s)
+  if n > MAX_SAFE or n < -MAX_SAFE then return nil end
+  return n
+end
+
+-- reply code of redis.pcall, refusing with CORRUPT on an error (WRONGTYPE).
+local function rcall(key, ...)
+  local r = redis.pcall(...)
+  if type(r) == 'table' and r.err then refuse(CORRUPT, key, r.err) end
+  return r
+end
+
+-- writable refuses unless each KEYS index names a zset or nothing.
+local function writable(...)
+  for _, i in ipairs({...}) do
+    local ty = redis.call('TYPE', KEYS[i]).ok
+    if ty ~= 'zset' and ty ~= 'none' then refuse(CORRUPT, KEYS[i], 'holds a ' .. ty .. ', not a zset') end
+  end
+end
+
+-- clock returns now in µs: ARGV's injected time, or the server's TIME.
+local function clock(arg)
+  if arg ~= '' then
+    local n = int(arg)
+    if not n then refuse(INVALID, 'now ' .. arg) end
+    return n
+  end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- later returns now + d (µs), refusing when it leaves the exact range.
+local function later(now, d, what)
+  local n = int(d)
+  if not n or n < 0 then refuse(INVALID, what .. ' ' .. tostring(d)) end
+  local t = now + n
+  if t > MAX_SAFE then refuse(INVALID, what .. ' ' .. d .. ' reaches past the time range') end
+  return t
+end
+
+-- arg_time parses a time argument: '' (unset) gives false.
+local function arg_time(s, what)
+  if s == '' then return false end
+  local n = int(s)
+  if not n then refuse(INVALID, what .. ' ' .. s) end
+  return n
+end
+
+local function load_seq()
+  local v = rcall(KEYS[1], 'GET', KEYS[1])
+  if not v then return 0 end
+  local n = int(v)
+  if not n or n < 0 or n >= VERSION_LIMIT then refuse(CORRUPT, KEYS[1], 'sequence value ' .. v) end
+  return n
+end
+
+-- reserve refuses unless k more versions stay below VERSION_LIMIT.
+local function reserve(seq, k)
+  if seq + k >= VERSION_LIMIT then refuse(EXHAUSTED, fmt(seq)) end
+end
+
+-- parse_errors checks the error history: entries
+-- "<attempt> <at> <0|1> <length>:<message>" back to back.
+local function parse_errors(s)
+  local pos, n = 1, #s
+  while pos <= n do
+    local a, at, _, len, nxt = string.match(s, '^(%d+) (%-?%d+) ([01]) (%d+):()', pos)
+    if not a or not int(a) or not int(at) or not int(len) then return false end
+    pos = nxt + tonumber(len)
+    if pos > n + 1 then return false end
+  end
+  return true
+end
+
+local function bad(t, detail) refuse(CORRUPT, t.key, detail) end
+
+-- load_task reads and checks the task hash at key: nil when there is none,
+-- else a table of its parsed fields. Anything that does not parse, or breaks
+-- a rule every task keeps, refuses with CORRUPT.
+local function load_task(key, id, seq)
+  local v = rcall(key, 'HMGET', key, unpack(FIELDS))
+  local present = 0
+  for i = 1, #FIELDS do
+    if v[i] then present = present + 1 end
+  end
+  if present == 0 then
+    if redis.call('EXISTS', key) == 1 then refuse(CORRUPT, key, 'hash without task fields') end
+    return nil
+  end
+  local t = {key = key, id = id}
+  for i = 1, #FIELDS do
+    if not v[i] then refuse(CORRUPT, key, 'missing field ' .. FIELDS[i]) end
+    t[FIELDS[i]] = v[i]
+  end
+  local function num(f, lo, hi)
+    local n = int(t[f])
+    if not n or (lo and n < lo) or (hi and n > hi) then bad(t, 'field ' .. f .. ' = ' .. t[f]) end
+    t[f] = n
+  end
+  local function tm(f)
+    if t[f] == '' then t[f] = false else num(f) end
+  end
+  if not ORDER[t.state] then bad(t, 'field state = ' .. t.state) end
+  num('priority', MIN_PRIORITY, MAX_PRIORITY)
+  num('attempt', 0)
+  num('max_attempts', 1)
+  num('version', 1, seq)
+  num('token', 0, t.version)
+  tm('enqueued_at'); tm('run_after'); tm('claimed_at'); tm('deadline'); tm('finished_at')
+  if not t.enqueued_at then bad(t, 'no enqueued_at') end
+  if not parse_errors(t.errors) then bad(t, 'field errors does not parse') end
+  local st = t.state
+  if st == 'running' then
+    if t.token == 0 or not t.claimed_at or not t.deadline or t.attempt < 1 or t.finished_at then
+      bad(t, 'running task without its claim')
+    end
+  elseif st == 'ready' or st == 'scheduled' then
+    if t.token ~= 0 or t.claimed_at or t.deadline or t.finished_at then bad(t, st .. ' task holding a claim') end
+    if st == 'scheduled' and not t.run_after then bad(t, 'scheduled task without run_after') end
+  elseif not t.finished_at or t.deadline then
+    bad(t, st .. ' task without finished_at')
+  end
+  return t
+end
+
+-- score is the task's score in the order index of its state.
+local function score(t)
+  local st = t.state
+  if st == 'ready' then return (MAX_PRIORITY - t.priority) * VERSION_LIMIT + t.version end
+  if st == 'scheduled' then return t.run_after end
+  if st == 'running' then return t.deadline end
+  return t.finished_at
+end
+
+-- check_indexed refuses unless the task is in both indexes of its state,
+-- in the order index at its score (got: the score already read, if any).
+local function check_indexed(t, got)
+  local ok = KEYS[ORDER[t.state]]
+  if got == nil then got = rcall(ok, 'ZSCORE', ok, t.id) end
+  if not got or tonumber(got) ~= score(t) then
+    bad(t, 'not in ' .. ok .. ' at its score (found ' .. tostring(got) .. ')')
+  end
+  local ik = KEYS[IDS[t.state]]
+  if not rcall(ik, 'ZSCORE', ik, t.id) then bad(t, 'not in ' .. ik) end
+end
+
+-- must_task loads a task an index entry names: a missing one is CORRUPT,
+-- and so is one in another state than the index, or at another score.
+local function must_task(id, state, got, seq)
+  local t = load_task(KEYS[11] .. id, id, seq)
+  if not t then refuse(CORRUPT, KEYS[ORDER[state]], 'entry ' .. id .. ' without its task') end
+  if t.state ~= state then bad(t, 'state ' .. t.state .. ' but listed as ' .. state) end
+  check_indexed(t, got)
+  return t
+end
+
+-- scan returns the tasks of an order index with a score up to max (a
+-- Redis score bound), in index order, at most limit (0: all).
+local function scan(state, max, limit, seq)
+  local k = KEYS[ORDER[state]]
+  local r
+  if limit > 0 then
+    r = rcall(k, 'ZRANGEBYSCORE', k, '-inf', max, 'WITHSCORES', 'LIMIT', 0, limit)
+  else
+    r = rcall(k, 'ZRANGEBYSCORE', k, '-inf', max, 'WITHSCORES')
+  end
+  local out = {}
+  for i = 1, #r, 2 do
+    out[#out + 1] = must_task(r[i], state, r[i + 1], seq)
+  end
+  return out
+end
+
+-- error_entry encodes one entry of the error history.
+local function error_entry(attempt, at, lease_expired, message)
+  return string.format('%d %d %d %d:', attempt, at, lease_expired and 1 or 0, #message) .. message
+end
+
+local function unindex(t)
+  redis.call('ZREM', KEYS[ORDER[t.state]], t.id)
+  redis.call('ZREM', KEYS[IDS[t.state]], t.id)
+end
+
+local function index(t)
+  redis.call('ZADD', KEYS[ORDER[t.state]], fmt(score(t)), t.id)
+  redis.call('ZADD', KEYS[IDS[t.state]], 0, t.id)
+end
+
+local function ftime(v) if v then return fmt(v) end return '' end
+
+local function save(t)
+  redis.call('HSET', t.key,
+    'payload', t.payload, 'priority', fmt(t.priority), 'state', t.state,
+    'attempt', fmt(t.attempt), 'max_attempts', fmt(t.max_attempts),
+    'version', fmt(t.version), 'token', fmt(t.token),
+    'enqueued_at', ftime(t.enqueued_at), 'run_after', ftime(t.run_after),
+    'claimed_at', ftime(t.claimed_at), 'deadline', ftime(t.deadline),
+    'finished_at', ftime(t.finished_at), 'errors', t.errors, 'result', t.result)
+end
+
+-- emit appends the task to a reply: its ID, then FIELDS in order.
+local function emit(out, t)
+  local n = #out
+  out[n + 1] = t.id
+  out[n + 2] = t.payload
+  out[n + 3] = fmt(t.priority)
+  out[n + 4] = t.state
+  out[n + 5] = fmt(t.attempt)
+  out[n + 6] = fmt(t.max_attempts)
+  out[n + 7] = fmt(t.version)
+  out[n + 8] = fmt(t.token)
+  out[n + 9] = ftime(t.enqueued_at)
+  out[n + 10] = ftime(t.run_after)
+  out[n + 11] = ftime(t.claimed_at)
+  out[n + 12] = ftime(t.deadline)
+  out[n + 13] = ftime(t.finished_at)
+  out[n + 14] = t.errors
+  out[n + 15] = t.result
+  return out
+end
+
+-- The write helpers below change a loaded task (a Lua table) and move it
+-- between indexes; they run only after every check of the script passed.
+
+-- move re-indexes t after fn changed it (fn may change its state).
+local function move(t, fn)
+  unindex(t)
+  fn(t)
+  index(t)
+  save(t)
+end
+
+-- queue_at returns the task to the queue: Scheduled if run_after is after
+-- now, else Ready; the claim and its timestamps are cleared.
+local function queue_at(t, now, run_after)
+  t.run_after = run_after
+  t.state = 'ready'
+  if run_after and run_after > now then t.state = 'scheduled' end
+  t.token = 0
+  t.claimed_at = false
+  t.deadline = false
+  t.finished_at = false
+end
+
+-- finish moves a Running task to a terminal state.
+local function finish(t, state, now)
+  t.state = state
+  t.finished_at = now
+  t.deadline = false
+end
+
+-- the zset keys a transition into state writes
+local function target(state) return ORDER[state], IDS[state] end
+
+-- The guards. Tokens and versions from the caller are compared as decimal
+-- strings, so a forged value of any size is just a mismatch.
+
+-- claimed checks a worker claim on the task at KEYS[12]: it exists (else
+-- STALE_CLAIM missing), its token is the claim's (else STALE_CLAIM token)
+-- and it is Running (else TRANSITION).
+local function claimed(id, token, seq)
+  local t = load_task(KEYS[12], id, seq)
+  if not t then refuse(STALE, 'missing') end
+  if fmt(t.token) ~= token then refuse(STALE, 'token') end
+  if t.state ~= 'running' then refuse(TRANSITION, t.state) end
+  check_indexed(t)
+  return t
+end
+
+-- reaped checks a broker claim: the task exists (else STALE_CLAIM missing),
+-- its version is the claim's (else STALE_CLAIM version) and it is Running
+-- (else TRANSITION).
+local function reaped(id, version, seq)
+  local t = load_task(KEYS[12], id, seq)
+  if not t then refuse(STALE, 'missing') end
+  if fmt(t.version) ~= version then refuse(STALE, 'version') end
+  if t.state ~= 'running' then refuse(TRANSITION, t.state) end
+  check_indexed(t)
+  return t
+end
+
+-- inspected checks an operator's action: the task exists (else NOT_FOUND)
+-- and, when expect is not '0', is at that version (else VERSION_CONFLICT).
+-- The caller checks the state.
+local function inspected(id, expect, seq)
+  local t = load_task(KEYS[12], id, seq)
+  if not t then refuse(NOT_FOUND) end
+  if expect ~= '0' and fmt(t.version) ~= expect then refuse(VERSION_CONFLICT, fmt(t.version)) end
+  return t
+end

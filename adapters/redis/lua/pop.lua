@@ -1,0 +1,45 @@
+-- pop.lua: Pop claims up to n Ready tasks, highest priority first, then the
+-- one that became Ready first. Each becomes Running with token = its new
+-- version, attempt + 1, claimed_at = now, deadline = now + lease.
+--
+-- KEYS: KEYS[1..11] as in lib.lua (the tasks are found in the ready index;
+-- their hashes are KEYS[11] .. ID).
+-- ARGV[1] now: µs, or '' for the server's TIME
+-- ARGV[2] lease: µs, > 0
+-- ARGV[3] n: batch size, >= 1
+--
+-- Returns:
+--   {0, now, task, task, ...}    the claimed tasks (each: ID then FIELDS)
+--   {1, detail}                  INVALID_ARGUMENT
+--   {8, key, detail}             CORRUPT
+--   {9, seq}                     SEQUENCE_EXHAUSTED
+return run(function()
+  local now = clock(ARGV[1])
+  local deadline = later(now, ARGV[2], 'lease')
+  local n = int(ARGV[3])
+  if not n or n < 1 then refuse(INVALID, 'batch ' .. ARGV[3]) end
+  local seq = load_seq()
+  local r = rcall(KEYS[2], 'ZRANGE', KEYS[2], 0, n - 1, 'WITHSCORES')
+  local first = {}
+  for i = 1, #r, 2 do
+    first[#first + 1] = must_task(r[i], 'ready', r[i + 1], seq)
+  end
+  reserve(seq, #first)
+  writable(target('running'))
+
+  local out = {OK, fmt(now)}
+  for _, t in ipairs(first) do
+    seq = seq + 1
+    move(t, function()
+      t.version = seq
+      t.state = 'running'
+      t.token = seq
+      t.attempt = t.attempt + 1
+      t.claimed_at = now
+      t.deadline = deadline
+    end)
+    emit(out, t)
+  end
+  if #first > 0 then redis.call('SET', KEYS[1], fmt(seq)) end
+  return out
+end)

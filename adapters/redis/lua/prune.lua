@@ -1,0 +1,54 @@
+-- prune.lua: Prune deletes terminal tasks in the given states whose
+-- finished_at is before `before`, oldest first (then by ID), at most limit,
+-- and returns their IDs. Older tasks of other states are passed over.
+--
+-- KEYS: KEYS[1..11] as in lib.lua (the tasks are found in the finished
+-- index; their hashes are KEYS[11] .. ID).
+-- ARGV[1] now: µs, or '' for the server's TIME (only reported)
+-- ARGV[2] before: µs (exclusive)
+-- ARGV[3] limit: 0 for no limit
+-- ARGV[4..] the states to prune: succeeded and/or failed
+--
+-- Returns:
+--   {0, now, id, id, ...}        the IDs deleted, in order
+--   {1, detail}                  INVALID_ARGUMENT
+--   {8, key, detail}             CORRUPT
+return run(function()
+  local now = clock(ARGV[1])
+  local before = int(ARGV[2])
+  if not before then refuse(INVALID, 'before ' .. ARGV[2]) end
+  local limit = int(ARGV[3])
+  if not limit or limit < 0 then refuse(INVALID, 'limit ' .. ARGV[3]) end
+  local want = {}
+  for i = 4, #ARGV do
+    if ARGV[i] ~= 'succeeded' and ARGV[i] ~= 'failed' then refuse(INVALID, 'state ' .. ARGV[i]) end
+    want[ARGV[i]] = true
+  end
+  local seq = load_seq()
+  local k = KEYS[5]
+  local doomed = {}
+  -- Page through the finished index so a small limit reads little.
+  local offset, page = 0, 256
+  while limit == 0 or #doomed < limit do
+    local r = rcall(k, 'ZRANGEBYSCORE', k, '-inf', '(' .. fmt(before), 'WITHSCORES', 'LIMIT', offset, page)
+    for i = 1, #r, 2 do
+      if limit > 0 and #doomed == limit then break end
+      local id = r[i]
+      local t = load_task(KEYS[11] .. id, id, seq)
+      if not t then refuse(CORRUPT, k, 'entry ' .. id .. ' without its task') end
+      if t.state ~= 'succeeded' and t.state ~= 'failed' then bad(t, 'state ' .. t.state .. ' but listed as finished') end
+      check_indexed(t, r[i + 1])
+      if want[t.state] then doomed[#doomed + 1] = t end
+    end
+    if #r < 2 * page then break end
+    offset = offset + page
+  end
+
+  local out = {OK, fmt(now)}
+  for _, t in ipairs(doomed) do
+    unindex(t)
+    redis.call('DEL', t.key)
+    out[#out + 1] = t.id
+  end
+  return out
+end)

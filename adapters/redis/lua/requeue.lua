@@ -1,0 +1,40 @@
+-- requeue.lua: Requeue is a broker's decision to run a task again after its
+-- lease lapsed: the lease-expired error is appended and the task is
+-- Scheduled if run_after is after now, else Ready. It applies only while the
+-- task is at the version the broker's claim stamped: any change since (a
+-- worker's ack or extend, another broker's claim, an operator's action)
+-- makes the decision stale, and it writes nothing.
+--
+-- KEYS: KEYS[1..11] as in lib.lua; KEYS[12] the task's hash.
+-- ARGV[1] now: µs, or '' for the server's TIME
+-- ARGV[2] task ID
+-- ARGV[3] the claim's version (decimal)
+-- ARGV[4] run_after: µs, or '' for none
+-- ARGV[5] message ('' for "lease expired")
+--
+-- Returns:
+--   {0, now, task}               the task as Requeue left it
+--   {1, detail}                  INVALID_ARGUMENT
+--   {2, reason}                  STALE_CLAIM: missing | version
+--   {4, state}                   TRANSITION: the task is not Running
+--   {8, key, detail}             CORRUPT
+--   {9, seq}                     SEQUENCE_EXHAUSTED
+return run(function()
+  local now = clock(ARGV[1])
+  local run_after = arg_time(ARGV[4], 'run_after')
+  local message = ARGV[5]
+  if message == '' then message = 'lease expired' end
+  local seq = load_seq()
+  local t = reaped(ARGV[2], ARGV[3], seq)
+  reserve(seq, 1)
+  writable(target('ready'))
+  writable(target('scheduled'))
+
+  move(t, function()
+    t.version = seq + 1
+    t.errors = t.errors .. error_entry(t.attempt, now, true, message)
+    queue_at(t, now, run_after)
+  end)
+  redis.call('SET', KEYS[1], fmt(t.version))
+  return emit({OK, fmt(now)}, t)
+end)

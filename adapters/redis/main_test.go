@@ -1,0 +1,74 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold/adapters/redis"
+	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/internal/redistest"
+	"github.com/leasehold/leasehold/spec"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+var storeSeq atomic.Int64
+
+// newClient returns a client of the shared test server, closed at cleanup.
+func newClient(tb testing.TB) *goredis.Client {
+	tb.Helper()
+	opt, err := goredis.ParseURL(redistest.URL(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c := goredis.NewClient(opt)
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+// uniquePrefix returns a key prefix no other store of this run uses; its
+// keys are deleted at cleanup (they matter when REDIS_URL names a server
+// that outlives the test).
+func uniquePrefix(tb testing.TB, c goredis.UniversalClient) string {
+	prefix := fmt.Sprintf("lht:%d:%d:", os.Getpid(), storeSeq.Add(1))
+	tb.Cleanup(func() {
+		ctx := context.Background()
+		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		var keys []string
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		if len(keys) > 0 {
+			c.Del(ctx, keys...)
+		}
+	})
+	return prefix
+}
+
+// newStore returns a Store with its own client and key prefix on the shared
+// test server.
+func newStore(tb testing.TB, opts ...redis.Option) (*redis.Store, *goredis.Client) {
+	tb.Helper()
+	c := newClient(tb)
+	s, err := redis.New(c, append([]redis.Option{redis.WithPrefix(uniquePrefix(tb, c))}, opts...)...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s, c
+}
+
+var harness = spec.Harness{
+	Name: "redis",
+	New: func(tb testing.TB, clock core.Clock, capacity int) core.Store {
+		s, _ := newStore(tb, redis.WithClock(clock), redis.WithCapacity(capacity))
+		return s
+	},
+}
+
+func TestConformance(t *testing.T) { spec.Run(t, harness) }

@@ -1,0 +1,488 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/model"
+)
+
+// begin checks what every operation checks first: the context, the queue
+// name and that the store is open.
+func (s *Store) begin(ctx context.Context, queue string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := core.ValidateQueueName(queue); err != nil {
+		return err
+	}
+	if s.closed.Load() {
+		return core.ErrClosed
+	}
+	return nil
+}
+
+// now returns the now argument of a script ("" for the server's TIME) and
+// the injected clock's reading (zero with the server's clock), which an
+// operation refused before its script reports as Now, as the model does.
+func (s *Store) now() (string, time.Time, error) {
+	if s.clock == nil {
+		return "", time.Time{}, nil
+	}
+	t := s.clock.Now().UTC().Truncate(time.Microsecond)
+	arg, err := micros("clock reading", t)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	return arg, t, nil
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{core.ErrInvalidArgument}, args...)...)
+}
+
+func validID(id string) error {
+	if id == "" || len(id) > model.MaxIDLength {
+		return invalid("task ID %q must have 1..%d bytes", id, model.MaxIDLength)
+	}
+	return nil
+}
+
+func validLimit(limit int) error {
+	if limit < 0 {
+		return invalid("limit %d < 0", limit)
+	}
+	return nil
+}
+
+func validClaim(c core.Claim) error {
+	if err := validID(c.TaskID); err != nil {
+		return err
+	}
+	if c.Token == 0 {
+		return invalid("claim token 0")
+	}
+	return nil
+}
+
+func validReapClaim(rc core.ReapClaim) error {
+	if err := validID(rc.TaskID); err != nil {
+		return err
+	}
+	if rc.Version == 0 {
+		return invalid("reap claim version 0")
+	}
+	return nil
+}
+
+func u64(v uint64) string { return strconv.FormatUint(v, 10) }
+
+// taskOp runs a script that returns one task.
+func (s *Store) taskOp(ctx context.Context, sc *script, queue, id string, args ...any) (core.TaskResult, error) {
+	r, err := s.eval(ctx, sc, s.queueKeys(queue, id), id, args...)
+	if err != nil {
+		return core.TaskResult{}, err
+	}
+	now, err := parseNow(r.head)
+	if err != nil {
+		return core.TaskResult{}, err
+	}
+	tasks, err := decodeTasks(queue, r.rest)
+	if err != nil {
+		return core.TaskResult{}, err
+	}
+	if len(tasks) != 1 {
+		return core.TaskResult{}, fmt.Errorf("leasehold/redis: %v returned %d tasks", sc.op, len(tasks))
+	}
+	return core.TaskResult{Now: now, Task: tasks[0]}, nil
+}
+
+// tasksOp runs a script that returns now and a list of tasks.
+func (s *Store) tasksOp(ctx context.Context, sc *script, queue string, args ...any) (time.Time, []core.Task, error) {
+	r, err := s.eval(ctx, sc, s.queueKeys(queue), "", args...)
+	if err != nil {
+		return time.Time{}, nil, err
+	}
+	now, err := parseNow(r.head)
+	if err != nil {
+		return time.Time{}, nil, err
+	}
+	tasks, err := decodeTasks(queue, r.rest)
+	if err != nil {
+		return time.Time{}, nil, err
+	}
+	return now, tasks, nil
+}
+
+// idsOp runs a script that returns now and a list of IDs.
+func (s *Store) idsOp(ctx context.Context, sc *script, queue string, args ...any) (core.IDsResult, error) {
+	r, err := s.eval(ctx, sc, s.queueKeys(queue), "", args...)
+	if err != nil {
+		return core.IDsResult{}, err
+	}
+	now, err := parseNow(r.head)
+	if err != nil {
+		return core.IDsResult{}, err
+	}
+	return core.IDsResult{Now: now, IDs: r.rest}, nil
+}
+
+// Enqueue implements core.Store.
+func (s *Store) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskResult, error) {
+	if err := s.begin(ctx, p.Queue); err != nil {
+		return core.TaskResult{}, err
+	}
+	if err := validID(p.ID); err != nil {
+		return core.TaskResult{}, err
+	}
+	if p.Priority < model.MinPriority || p.Priority > model.MaxPriority {
+		return core.TaskResult{}, invalid("priority %d outside %d..%d", p.Priority, model.MinPriority, model.MaxPriority)
+	}
+	if p.MaxAttempts < 1 {
+		return core.TaskResult{}, invalid("max attempts %d < 1", p.MaxAttempts)
+	}
+	runAfter, err := micros("run after", p.RunAfter)
+	if err != nil {
+		return core.TaskResult{}, err
+	}
+	now, _, err := s.now()
+	if err != nil {
+		return core.TaskResult{}, err
+	}
+	return s.taskOp(ctx, enqueueScript, p.Queue, p.ID,
+		now, p.ID, p.Payload, p.Priority, runAfter, p.MaxAttempts, s.capacity)
+}
+
+// Promote implements core.Store.
+func (s *Store) Promote(ctx context.Context, p core.PromoteParams) (core.IDsResult, error) {
+	if err := s.begin(ctx, p.Queue); err != nil {
+		return core.IDsResult{}, err
+	}
+	now, clockNow, err := s.now()
+	if err != nil {
+		return core.IDsResult{}, err
+	}
+	if err := validLimit(p.Limit); err != nil {
+		return core.IDsResult{Now: clockNow}, err
+	}
+	return s.idsOp(ctx, promoteScript, p.Queue, now, p.Limit)
+}
+
+// Pop implements core.Store.
+func (s *Store) Pop(ctx context.Context, p core.PopParams) (core.TasksResult, error) {
+	if err := s.begin(ctx, p.Queue); err != nil {
+		return core.TasksResult{}, err
+	}
+	now, clockNow, err := s.now()
+	if err != nil {
+		return core.TasksResult{}, err
+	}
+	if p.Lease <= 0 {
+		return core.TasksResult{Now: clockNow}, invalid("lease %v <= 0", p.Lease)
+	}
+	if p.N < 1 || p.N > model.MaxBatch {
+		return core.TasksResult{Now: clockNow}, invalid("batch %d outside 1..%d", p.N, model.MaxBatch)
+	}
+	lease, err := duration("lease", p.Lease)
+	if err != nil {
+		return core.TasksResult{Now: clockNow}, err
+	}
+	at, tasks, err := s.tasksOp(ctx, popScript, p.Queue, now, lease, p.N)
+	if err != nil {
+		return core.TasksResult{}, err
+	}
+	return core.TasksResult{Now: at, Tasks: tasks}, nil
+}
+
+// Extend implements core.Store.
+func (s *Store) Extend(ctx context.Context, p core.ExtendParams) (core.TaskResult, error) {
+	if err := s.begin(ctx, p.Claim.Queue); err != nil {
+		return core.TaskResult{}, err
+	}
+	if p.Lease <= 0 {
+		return core.TaskResult{}, invalid("lease %v <= 0", p.Lease)
+	}
+	if err := validClaim(p.Claim); err != nil {
+		return core.TaskResult{}, err
+	}
+	lease, err := duration("lease", p.Lease)
+	if err != nil {
+		return core.TaskResult{}, err
+	}
+	now, _, err := s.now()
+	if err != nil {
+		return core.TaskResult{}, err
+	}
+	return s.taskOp(ctx, extendScript, p.Claim.Queue, p.Claim.TaskID,
+		now, p.Claim.TaskID, u64(p.Claim.Token), lease)
+}
+
+// Ack implements core.Store.
+func (s *Store) Ack(ctx context.Context, p core.AckParams) (core.TaskResult, error) {
+	if err := s.begin(ctx, p.Claim.Queue); err != nil {
+		return core.TaskResult{}, err
+	}
+	if err := validClaim(p.Claim); err != nil {
+		return core.TaskResult{}, err
+	}
+	now, _, err := s.now()
+	if err != nil {
+		return core.TaskResult{}, err
+	}
+	return s.taskOp(ctx, ackScript, p.Claim.Queue, p.Claim.TaskID,
+		now, p.Claim.TaskID, u64(p.Claim.Token), p.Result)
+}
+
+// Fail implements core.Store.
+func (s *Store) Fail(ctx context.Context, p core.FailParams) (core.TaskResult, error) {
+	if err := s.begin(ctx, p.Claim.Queue); err != nil {
+		return core.TaskResult{}, err
+	}
+	if err := validClaim(p.Claim); err != nil {
+		return core.TaskResult{}, err
+	}
+	now, _, err := s.now()
+	if err != nil {
+		return core.TaskResult{}, err
+	}
+	return s.taskOp(ctx, failScript, p.Claim.Queue, p.Claim.TaskID,
+		now, p.Claim.TaskID, u64(p.Claim.Token), p.Message)
+}
+
+// Retry implements core.Store.
+func (s *Store) Retry(ctx context.Context, p core.RetryParams) (core.TaskResult, error) {
+	if err := s.begin(ctx, p.Claim.Queue); err != nil {
+		return core.TaskResult{}, err
+	}
+	if err := validClaim(p.Claim); err != nil {
+		return core.TaskResult{}, err
+	}
+	runAfter, err := micros("run after", p.RunAfter)
+	if err != nil {
+		return core.TaskResult{}, err
+	}
+	now, _, err := s.now()
+	if err != nil {
+		return core.TaskResult{}, err
+	}
+	return s.taskOp(ctx, retryScript, p.Claim.Queue, p.Claim.TaskID,
+		now, p.Claim.TaskID, u64(p.Claim.Token), runAfter, p.Message)
+}
+
+// ClaimExpired implements core.Store.
+func (s *Store) ClaimExpired(ctx context.Context, p core.ClaimExpiredParams) (core.ReapResult, error) {
+	if err := s.begin(ctx, p.Queue); err != nil {
+		return core.ReapResult{}, err
+	}
+	now, clockNow, err := s.now()
+	if err != nil {
+		return core.ReapResult{}, err
+	}
+	if p.ClaimTTL <= 0 {
+		return core.ReapResult{Now: clockNow}, invalid("claim TTL %v <= 0", p.ClaimTTL)
+	}
+	if err := validLimit(p.Limit); err != nil {
+		return core.ReapResult{Now: clockNow}, err
+	}
+	ttl, err := duration("claim TTL", p.ClaimTTL)
+	if err != nil {
+		return core.ReapResult{Now: clockNow}, err
+	}
+	at, tasks, err := s.tasksOp(ctx, claimExpiredScript, p.Queue, now, ttl, p.Limit)
+	if err != nil {
+		return core.ReapResult{}, err
+	}
+	claims := make([]core.ReapClaim, len(tasks))
+	for i, t := range tasks {
+		claims[i] = core.ReapClaim{Queue: t.Queue, TaskID: t.ID, Version: t.Version, Deadline: t.Deadline, Task: t}
+	}
+	return core.ReapResult{Now: at, Claims: claims}, nil
+}
+
+// Requeue implements core.Store.
+func (s *Store) Requeue(ctx context.Context, p core.RequeueParams) (core.TaskResult, error) {
+	rc := p.ReapClaim
+	if err := s.begin(ctx, rc.Queue); err != nil {
+		return core.TaskResult{}, err
+	}
+	if err := validReapClaim(rc); err != nil {
+		return core.TaskResult{}, err
+	}
+	runAfter, err := micros("run after", p.RunAfter)
+	if err != nil {
+		return core.TaskResult{}, err
+	}
+	now, _, err := s.now()
+	if err != nil {
+		return core.TaskResult{}, err
+	}
+	return s.taskOp(ctx, requeueScript, rc.Queue, rc.TaskID,
+		now, rc.TaskID, u64(rc.Version), runAfter, p.Message)
+}
+
+// Finalize implements core.Store.
+func (s *Store) Finalize(ctx context.Context, p core.FinalizeParams) (core.TaskResult, error) {
+	rc := p.ReapClaim
+	if err := s.begin(ctx, rc.Queue); err != nil {
+		return core.TaskResult{}, err
+	}
+	if err := validReapClaim(rc); err != nil {
+		return core.TaskResult{}, err
+	}
+	now, _, err := s.now()
+	if err != nil {
+		return core.TaskResult{}, err
+	}
+	return s.taskOp(ctx, finalizeScript, rc.Queue, rc.TaskID,
+		now, rc.TaskID, u64(rc.Version), p.Message)
+}
+
+// RecoverExpired implements core.Store.
+func (s *Store) RecoverExpired(ctx context.Context, p core.RecoverExpiredParams) (core.TasksResult, error) {
+	if err := s.begin(ctx, p.Queue); err != nil {
+		return core.TasksResult{}, err
+	}
+	now, clockNow, err := s.now()
+	if err != nil {
+		return core.TasksResult{}, err
+	}
+	if p.Delay < 0 {
+		return core.TasksResult{Now: clockNow}, invalid("retry delay %v < 0", p.Delay)
+	}
+	if err := validLimit(p.Limit); err != nil {
+		return core.TasksResult{Now: clockNow}, err
+	}
+	delay, err := duration("retry delay", p.Delay)
+	if err != nil {
+		return core.TasksResult{Now: clockNow}, err
+	}
+	at, tasks, err := s.tasksOp(ctx, recoverExpiredScript, p.Queue, now, delay, p.Limit)
+	if err != nil {
+		return core.TasksResult{}, err
+	}
+	return core.TasksResult{Now: at, Tasks: tasks}, nil
+}
+
+// Get implements core.Store. Like the model, it does not validate the ID: a
+// task with an impossible ID is simply not found.
+func (s *Store) Get(ctx context.Context, p core.GetParams) (core.Task, error) {
+	if err := s.begin(ctx, p.Queue); err != nil {
+		return core.Task{}, err
+	}
+	r, err := s.eval(ctx, getScript, s.queueKeys(p.Queue, p.ID), p.ID, p.ID)
+	if err != nil {
+		return core.Task{}, err
+	}
+	tasks, err := decodeTasks(p.Queue, r.rest)
+	if err != nil {
+		return core.Task{}, err
+	}
+	if len(tasks) != 1 {
+		return core.Task{}, fmt.Errorf("leasehold/redis: Get returned %d tasks", len(tasks))
+	}
+	return tasks[0], nil
+}
+
+// List implements core.Store.
+func (s *Store) List(ctx context.Context, p core.ListParams) (core.ListResult, error) {
+	if err := s.begin(ctx, p.Queue); err != nil {
+		return core.ListResult{}, err
+	}
+	if !p.State.Valid() {
+		return core.ListResult{}, invalid("list: state %d", uint8(p.State))
+	}
+	if p.Limit < 1 || p.Limit > model.MaxBatch {
+		return core.ListResult{}, invalid("list: limit %d outside 1..%d", p.Limit, model.MaxBatch)
+	}
+	r, err := s.eval(ctx, listScript, s.queueKeys(p.Queue), "", p.State.String(), p.After, p.Limit)
+	if err != nil {
+		return core.ListResult{}, err
+	}
+	tasks, err := decodeTasks(p.Queue, r.rest)
+	if err != nil {
+		return core.ListResult{}, err
+	}
+	if len(tasks) == 0 {
+		tasks = nil // as the model: an empty page has no slice
+	}
+	return core.ListResult{Tasks: tasks, Next: r.head}, nil
+}
+
+// Counts implements core.Store.
+func (s *Store) Counts(ctx context.Context, p core.CountsParams) (core.Counts, error) {
+	if err := s.begin(ctx, p.Queue); err != nil {
+		return core.Counts{}, err
+	}
+	r, err := s.eval(ctx, countsScript, s.queueKeys(p.Queue), "")
+	if err != nil {
+		return core.Counts{}, err
+	}
+	if len(r.rest) != 5 {
+		return core.Counts{}, fmt.Errorf("leasehold/redis: Counts returned %d numbers", len(r.rest))
+	}
+	var n [5]int
+	for i, v := range r.rest {
+		if n[i], err = strconv.Atoi(v); err != nil {
+			return core.Counts{}, fmt.Errorf("leasehold/redis: Counts returned %q", v)
+		}
+	}
+	return core.Counts{Scheduled: n[0], Ready: n[1], Running: n[2], Succeeded: n[3], Failed: n[4]}, nil
+}
+
+// InspectRequeue implements core.Store.
+func (s *Store) InspectRequeue(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
+	if err := s.begin(ctx, p.Queue); err != nil {
+		return core.TaskResult{}, err
+	}
+	if err := validID(p.ID); err != nil {
+		return core.TaskResult{}, err
+	}
+	now, _, err := s.now()
+	if err != nil {
+		return core.TaskResult{}, err
+	}
+	return s.taskOp(ctx, inspectRequeueScript, p.Queue, p.ID, now, p.ID, u64(p.Expect))
+}
+
+// Remove implements core.Store.
+func (s *Store) Remove(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
+	if err := s.begin(ctx, p.Queue); err != nil {
+		return core.TaskResult{}, err
+	}
+	if err := validID(p.ID); err != nil {
+		return core.TaskResult{}, err
+	}
+	now, _, err := s.now()
+	if err != nil {
+		return core.TaskResult{}, err
+	}
+	return s.taskOp(ctx, removeScript, p.Queue, p.ID, now, p.ID, u64(p.Expect))
+}
+
+// Prune implements core.Store.
+func (s *Store) Prune(ctx context.Context, p core.PruneParams) (core.IDsResult, error) {
+	if err := s.begin(ctx, p.Queue); err != nil {
+		return core.IDsResult{}, err
+	}
+	now, clockNow, err := s.now()
+	if err != nil {
+		return core.IDsResult{}, err
+	}
+	if len(p.States) == 0 {
+		return core.IDsResult{Now: clockNow}, invalid("prune: no states")
+	}
+	args := []any{now, ceilMicros(p.Before), p.Limit}
+	for _, st := range p.States {
+		if !st.Terminal() {
+			return core.IDsResult{Now: clockNow}, invalid("prune: %v is not a terminal state", st)
+		}
+		args = append(args, st.String())
+	}
+	if err := validLimit(p.Limit); err != nil {
+		return core.IDsResult{Now: clockNow}, err
+	}
+	return s.idsOp(ctx, pruneScript, p.Queue, args...)
+}

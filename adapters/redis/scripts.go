@@ -1,0 +1,318 @@
+package redis
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/model"
+)
+
+//go:embed lua/*.lua
+var luaFiles embed.FS
+
+// ErrSequenceExhausted is returned when a queue's sequence would pass 2^36,
+// the bound that keeps the ready index's scores exact (about 68 billion
+// mutations of one queue). The operation changed nothing.
+var ErrSequenceExhausted = errors.New("leasehold/redis: queue sequence exhausted")
+
+// versionLimit is 2^36: versions stay below it (see lua/lib.lua).
+const versionLimit = 1 << 36
+
+// script is one transition's Lua script: lua/lib.lua followed by its file.
+type script struct {
+	name string
+	op   model.Op
+	*goredis.Script
+}
+
+func loadScript(file string, op model.Op) *script {
+	lib, err := luaFiles.ReadFile("lua/lib.lua")
+	if err != nil {
+		panic(err) // embedded at build time: cannot happen
+	}
+	body, err := luaFiles.ReadFile("lua/" + file)
+	if err != nil {
+		panic(err)
+	}
+	return &script{name: file, op: op, Script: goredis.NewScript(string(lib) + "\n" + string(body))}
+}
+
+// The scripts, one per operation.
+var (
+	enqueueScript        = loadScript("enqueue.lua", model.OpEnqueue)
+	promoteScript        = loadScript("promote.lua", model.OpPromote)
+	popScript            = loadScript("pop.lua", model.OpPop)
+	extendScript         = loadScript("extend.lua", model.OpExtend)
+	ackScript            = loadScript("ack.lua", model.OpAck)
+	failScript           = loadScript("fail.lua", model.OpFail)
+	retryScript          = loadScript("retry.lua", model.OpRetry)
+	claimExpiredScript   = loadScript("claim_expired.lua", model.OpClaimExpired)
+	requeueScript        = loadScript("requeue.lua", model.OpRequeue)
+	finalizeScript       = loadScript("finalize.lua", model.OpFinalize)
+	recoverExpiredScript = loadScript("recover_expired.lua", model.OpRecoverExpired)
+	inspectRequeueScript = loadScript("inspect_requeue.lua", model.OpInspectRequeue)
+	removeScript         = loadScript("remove.lua", model.OpRemove)
+	pruneScript          = loadScript("prune.lua", model.OpPrune)
+	getScript            = loadScript("get.lua", model.OpGet)
+	listScript           = loadScript("list.lua", model.OpList)
+	countsScript         = loadScript("counts.lua", model.OpCounts)
+)
+
+// The return codes of the scripts (lua/lib.lua).
+const (
+	codeOK              = 0
+	codeInvalidArgument = 1
+	codeStaleClaim      = 2
+	codeNotFound        = 3
+	codeTransition      = 4
+	codeExists          = 5
+	codeVersionConflict = 6
+	codeQueueFull       = 7
+	codeCorrupt         = 8
+	codeExhausted       = 9
+)
+
+// reply is a successful script reply: the string after the code (now, or
+// List's cursor) and the rest.
+type reply struct {
+	head string
+	rest []string
+}
+
+// eval runs sc in one round trip (EVALSHA, or EVAL when the server does not
+// have the script yet) and maps a refusal to its error. id names the task
+// for error messages.
+func (s *Store) eval(ctx context.Context, sc *script, keys []string, id string, args ...any) (reply, error) {
+	raw, err := sc.Run(ctx, s.rdb, keys, args...).Slice()
+	if err != nil {
+		return reply{}, fmt.Errorf("leasehold/redis: %v: %w", sc.op, err)
+	}
+	if len(raw) < 1 {
+		return reply{}, fmt.Errorf("leasehold/redis: %v: empty reply from %s", sc.op, sc.name)
+	}
+	code, ok := raw[0].(int64)
+	if !ok {
+		return reply{}, fmt.Errorf("leasehold/redis: %v: reply from %s starts with %T, not a code", sc.op, sc.name, raw[0])
+	}
+	rest := make([]string, len(raw)-1)
+	for i, v := range raw[1:] {
+		str, ok := v.(string)
+		if !ok {
+			return reply{}, fmt.Errorf("leasehold/redis: %v: element %d of the reply from %s is %T, not a string", sc.op, i+1, sc.name, v)
+		}
+		rest[i] = str
+	}
+	if code != codeOK {
+		return reply{}, codeError(sc, code, id, rest)
+	}
+	if len(rest) < 1 {
+		return reply{}, fmt.Errorf("leasehold/redis: %v: short reply from %s", sc.op, sc.name)
+	}
+	return reply{head: rest[0], rest: rest[1:]}, nil
+}
+
+// codeError is the one place where a script's refusal becomes an error.
+func codeError(sc *script, code int64, id string, detail []string) error {
+	arg := func(i int) string {
+		if i < len(detail) {
+			return detail[i]
+		}
+		return ""
+	}
+	switch code {
+	case codeInvalidArgument:
+		return fmt.Errorf("%w: %s", core.ErrInvalidArgument, arg(0))
+	case codeStaleClaim:
+		switch arg(0) {
+		case "missing":
+			return fmt.Errorf("%w: task %q no longer exists", core.ErrStaleClaim, id)
+		case "version":
+			return fmt.Errorf("%w: task %q changed since the broker's claim", core.ErrStaleClaim, id)
+		default:
+			return fmt.Errorf("%w: the token no longer holds task %q", core.ErrStaleClaim, id)
+		}
+	case codeNotFound:
+		return fmt.Errorf("%w: %q", core.ErrNotFound, id)
+	case codeTransition:
+		st, err := model.ParseState(arg(0))
+		if err != nil {
+			return fmt.Errorf("%w: task %q: state %q", core.ErrCorrupt, id, arg(0))
+		}
+		return &model.TransitionError{Op: sc.op, State: st}
+	case codeExists:
+		return fmt.Errorf("%w: task %q already exists", core.ErrConflict, id)
+	case codeVersionConflict:
+		return fmt.Errorf("%w: task %q is at version %s", core.ErrConflict, id, arg(0))
+	case codeQueueFull:
+		return fmt.Errorf("%w: %s pending tasks", core.ErrQueueFull, arg(0))
+	case codeCorrupt:
+		return fmt.Errorf("%w: %s: %s", core.ErrCorrupt, arg(0), arg(1))
+	case codeExhausted:
+		return fmt.Errorf("%w at %s", ErrSequenceExhausted, arg(0))
+	default:
+		return fmt.Errorf("leasehold/redis: %v: internal error: %s returned unknown code %d %q", sc.op, sc.name, code, detail)
+	}
+}
+
+// --- encoding ----------------------------------------------------------------
+
+// taskFields is the number of strings a task takes in a reply: its ID, then
+// the FIELDS of lua/lib.lua.
+const taskFields = 15
+
+// maxSafe is the largest integer a double holds exactly: stored times (µs)
+// stay within ±maxSafe so that Lua compares and scores them exactly.
+const maxSafe = 1<<53 - 1
+
+// MaxDuration is the longest lease, claim TTL or retry delay the store
+// accepts (a deadline must stay within the exact range of a double's µs).
+const MaxDuration = 100 * 365 * 24 * time.Hour
+
+func corrupt(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{core.ErrCorrupt}, args...)...)
+}
+
+// decodeTasks decodes consecutive tasks of a reply.
+func decodeTasks(queue string, f []string) ([]core.Task, error) {
+	if len(f)%taskFields != 0 {
+		return nil, fmt.Errorf("leasehold/redis: reply of %d fields is not a list of tasks", len(f))
+	}
+	out := make([]core.Task, 0, len(f)/taskFields)
+	for i := 0; i < len(f); i += taskFields {
+		t, err := decodeTask(queue, f[i:i+taskFields])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// decodeTask decodes one task (ID then FIELDS). Every field is checked again
+// here, so a reply that does not parse is ErrCorrupt, never a panic.
+func decodeTask(queue string, f []string) (core.Task, error) {
+	if len(f) != taskFields {
+		return core.Task{}, fmt.Errorf("leasehold/redis: task of %d fields", len(f))
+	}
+	t := core.Task{Queue: queue, ID: f[0]}
+	var err error
+	field := func(name string, s string, lo, hi int64) int64 {
+		if err != nil {
+			return 0
+		}
+		n, e := strconv.ParseInt(s, 10, 64)
+		if e != nil || n < lo || n > hi {
+			err = corrupt("task %q: field %s = %q", t.ID, name, s)
+		}
+		return n
+	}
+	tm := func(name, s string) time.Time {
+		if s == "" || err != nil {
+			return time.Time{}
+		}
+		return time.UnixMicro(field(name, s, -maxSafe, maxSafe)).UTC()
+	}
+	if f[1] != "" {
+		t.Payload = []byte(f[1])
+	}
+	t.Priority = int(field("priority", f[2], model.MinPriority, model.MaxPriority))
+	if t.State, err = model.ParseState(f[3]); err != nil {
+		err = corrupt("task %q: field state = %q", t.ID, f[3])
+	}
+	t.Attempt = int(field("attempt", f[4], 0, maxSafe))
+	t.MaxAttempts = int(field("max_attempts", f[5], 1, maxSafe))
+	t.Version = uint64(field("version", f[6], 1, versionLimit-1))
+	t.ClaimToken = uint64(field("token", f[7], 0, versionLimit-1))
+	t.EnqueuedAt = tm("enqueued_at", f[8])
+	t.RunAfter = tm("run_after", f[9])
+	t.ClaimedAt = tm("claimed_at", f[10])
+	t.Deadline = tm("deadline", f[11])
+	t.FinishedAt = tm("finished_at", f[12])
+	if err == nil {
+		t.Errors, err = decodeErrors(t.ID, f[13])
+	}
+	if f[14] != "" {
+		t.Result = []byte(f[14])
+	}
+	if err != nil {
+		return core.Task{}, err
+	}
+	return t, nil
+}
+
+// decodeErrors parses the error history: entries
+// "<attempt> <at> <0|1> <length>:<message>" back to back.
+func decodeErrors(id, s string) ([]core.TaskError, error) {
+	var out []core.TaskError
+	rest := s
+	for rest != "" {
+		head, tail, ok := strings.Cut(rest, ":")
+		parts := strings.Split(head, " ")
+		if !ok || len(parts) != 4 {
+			return nil, corrupt("task %q: error history does not parse", id)
+		}
+		attempt, e1 := strconv.ParseInt(parts[0], 10, 64)
+		at, e2 := strconv.ParseInt(parts[1], 10, 64)
+		n, e3 := strconv.Atoi(parts[3])
+		if e1 != nil || e2 != nil || e3 != nil || attempt < 0 || at < -maxSafe || at > maxSafe ||
+			(parts[2] != "0" && parts[2] != "1") || n < 0 || n > len(tail) {
+			return nil, corrupt("task %q: error history does not parse", id)
+		}
+		out = append(out, core.TaskError{
+			Attempt:      int(attempt),
+			At:           time.UnixMicro(at).UTC(),
+			Message:      tail[:n],
+			LeaseExpired: parts[2] == "1",
+		})
+		rest = tail[n:]
+	}
+	return out, nil
+}
+
+// micros encodes a time argument: "" for the zero time, else µs since the
+// epoch (truncated), which must lie within ±maxSafe.
+func micros(what string, t time.Time) (string, error) {
+	if t.IsZero() {
+		return "", nil
+	}
+	us := t.UnixMicro()
+	if us < -maxSafe || us > maxSafe {
+		return "", fmt.Errorf("%w: %s %v outside the store's time range", core.ErrInvalidArgument, what, t)
+	}
+	return strconv.FormatInt(us, 10), nil
+}
+
+// ceilMicros encodes a bound (Prune's before) rounded up to the µs and
+// clamped to ±maxSafe, which keeps "stored time < bound" exact.
+func ceilMicros(t time.Time) string {
+	us := t.UnixMicro()
+	if t.Nanosecond()%1000 != 0 {
+		us++
+	}
+	return strconv.FormatInt(min(max(us, -maxSafe), maxSafe), 10)
+}
+
+// duration encodes a lease, TTL or delay in µs (truncated).
+func duration(what string, d time.Duration) (string, error) {
+	if d > MaxDuration {
+		return "", fmt.Errorf("%w: %s %v longer than %v", core.ErrInvalidArgument, what, d, MaxDuration)
+	}
+	return strconv.FormatInt(int64(d/time.Microsecond), 10), nil
+}
+
+// parseNow decodes the now a script reports.
+func parseNow(s string) (time.Time, error) {
+	us, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("leasehold/redis: script reported now %q", s)
+	}
+	return time.UnixMicro(us).UTC(), nil
+}

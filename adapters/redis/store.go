@@ -1,0 +1,142 @@
+package redis
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold/core"
+)
+
+// DefaultPrefix is the key prefix of a Store made without WithPrefix.
+const DefaultPrefix = "leasehold:"
+
+// Store is the Redis core.Store. It is safe for concurrent use; every
+// operation is one script, so one round trip and atomic on the server.
+type Store struct {
+	rdb      goredis.UniversalClient
+	owned    bool       // Close closes rdb (Open made it)
+	clock    core.Clock // nil: the server's clock (TIME inside the script)
+	capacity int
+	prefix   string
+	closed   atomic.Bool
+}
+
+var _ core.Store = (*Store)(nil)
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithClock makes the store judge time by clock instead of the Redis
+// server's clock: each script receives clock.Now() as an argument. Use it in
+// tests (with a core.FakeClock); in production the server's clock is the
+// better judge, since every client then agrees on it. A nil clock keeps the
+// server's.
+func WithClock(clock core.Clock) Option {
+	return func(s *Store) { s.clock = clock }
+}
+
+// WithCapacity bounds the number of pending (Scheduled, Ready and Running)
+// tasks of each queue: Enqueue into a full queue returns core.ErrQueueFull.
+// 0, the default, means unlimited; a negative capacity counts as 0. Every
+// store sharing a queue should use the same capacity.
+func WithCapacity(n int) Option {
+	return func(s *Store) { s.capacity = max(n, 0) }
+}
+
+// WithPrefix sets the prefix of every key the store writes (DefaultPrefix
+// when not given), so several applications can share one Redis. The prefix
+// must not contain '{' or '}': the queue's hash tag follows it.
+func WithPrefix(prefix string) Option {
+	return func(s *Store) { s.prefix = prefix }
+}
+
+// New returns a Store on client, which may be a single-node, Sentinel
+// (failover) or Cluster client. Close does not close client.
+func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: nil redis client", core.ErrInvalidArgument)
+	}
+	s := &Store{rdb: client, prefix: DefaultPrefix}
+	for _, o := range opts {
+		o(s)
+	}
+	if strings.ContainsAny(s.prefix, "{}") {
+		return nil, fmt.Errorf("%w: key prefix %q must not contain '{' or '}'", core.ErrInvalidArgument, s.prefix)
+	}
+	return s, nil
+}
+
+// Open returns a Store on a new client for url: redis://[user:password@]host:port/db,
+// or rediss://... for TLS (the options of go-redis's ParseURL apply). Close
+// closes that client.
+func Open(url string, opts ...Option) (*Store, error) {
+	o, err := goredis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("%w: redis URL: %w", core.ErrInvalidArgument, err)
+	}
+	c := goredis.NewClient(o)
+	s, err := New(c, opts...)
+	if err != nil {
+		return nil, errors.Join(err, c.Close())
+	}
+	s.owned = true
+	return s, nil
+}
+
+// Client returns the client the store uses.
+func (s *Store) Client() goredis.UniversalClient { return s.rdb }
+
+// Prefix returns the store's key prefix.
+func (s *Store) Prefix() string { return s.prefix }
+
+// Close marks the store closed (later operations return core.ErrClosed) and,
+// for a Store from Open, closes its client. Closing twice is not an error.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) || !s.owned {
+		return nil
+	}
+	return s.rdb.Close()
+}
+
+// The suffixes of a queue's keys, in the order of KEYS[1..11] in lua/lib.lua.
+var keySuffixes = [...]string{
+	"seq", "ready", "scheduled", "running", "finished",
+	"ids:scheduled", "ids:ready", "ids:running", "ids:succeeded", "ids:failed",
+	"task:",
+}
+
+// queueKeys returns KEYS for a script on queue: the queue's keys, the task
+// key prefix and, when id is given, the task's hash. Every key starts with
+// prefix + "{" + queue + "}", so they share one cluster slot.
+func (s *Store) queueKeys(queue string, id ...string) []string {
+	base := s.prefix + "{" + queue + "}:"
+	keys := make([]string, len(keySuffixes), len(keySuffixes)+1)
+	for i, suffix := range keySuffixes {
+		keys[i] = base + suffix
+	}
+	if len(id) > 0 {
+		keys = append(keys, base+"task:"+id[0])
+	}
+	return keys
+}
+
+// TaskKey returns the key of a task's hash (for operators and tests).
+func (s *Store) TaskKey(queue, id string) string {
+	return s.prefix + "{" + queue + "}:task:" + id
+}
+
+// QueueKeys returns the keys that hold a queue's sequence and indexes, by
+// name: seq, ready, scheduled, running, finished, ids:scheduled, ids:ready,
+// ids:running, ids:succeeded, ids:failed (for operators and tests).
+func (s *Store) QueueKeys(queue string) map[string]string {
+	keys := s.queueKeys(queue)
+	out := make(map[string]string, len(keySuffixes)-1)
+	for i, suffix := range keySuffixes[:len(keySuffixes)-1] {
+		out[suffix] = keys[i]
+	}
+	return out
+}
