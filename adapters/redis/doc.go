@@ -1,0 +1,105 @@
+// Package redis is the leasehold store for many workers and brokers on many
+// machines sharing one Redis (a single node, Sentinel or Cluster): a
+// core.Store whose every operation is one Lua script, run atomically by the
+// server in one round trip.
+//
+// Its answers are exactly those of the model (package model): the same
+// results, the same errors, the same state afterwards. The conformance suite
+// and the differential tests of package spec check it against a real
+// redis-server.
+//
+// # Data layout
+//
+// All keys of a queue start with the store's prefix (WithPrefix, default
+// "leasehold:") and the queue's name in braces, a Redis Cluster hash tag, so
+// they all live in one slot: P{queue}:...
+//
+//	P{q}:seq             string  the last value drawn from the queue's sequence
+//	P{q}:task:<id>       hash    one task (fields below)
+//	P{q}:ready           zset    Ready IDs, score (32767 - priority) * 2^36 + version
+//	P{q}:scheduled       zset    Scheduled IDs, score run_after (µs since the epoch)
+//	P{q}:running         zset    Running IDs, score deadline (µs)
+//	P{q}:finished        zset    Succeeded and Failed IDs, score finished_at (µs)
+//	P{q}:ids:<state>     zset    the IDs of one state, all at score 0, for List
+//
+// A task hash holds every field of model.Task: payload, priority, state (its
+// name), attempt, max_attempts, version, token (the ClaimToken), enqueued_at,
+// run_after, claimed_at, deadline, finished_at (µs since the epoch as decimal
+// strings, "" for the zero time, which therefore stays the zero time),
+// errors (the history, entries "<attempt> <at> <0|1> <length>:<message>"
+// back to back, 1 marking a lease expiry) and result.
+//
+// The score of a Ready task orders by priority, highest first, then by the
+// version stamped when the task became Ready: the order of Pop. It is exact
+// in a double because versions stay below 2^36 (a script refuses with
+// ErrSequenceExhausted rather than pass it). The other order indexes break
+// ties of time by ID, as sorted sets order equal scores by member bytes: the
+// order of Promote, ClaimExpired, RecoverExpired and Prune. Times and
+// versions are decimal strings in hashes, and tokens and versions from
+// callers are compared as strings, so Lua's doubles never round one; stored
+// times stay within ±2^53 µs of the epoch (years 1685 to 2255) and leases,
+// claim TTLs and delays within MaxDuration, or the operation is
+// core.ErrInvalidArgument.
+//
+// Counts is the size of each state's ID index; the capacity (WithCapacity)
+// is checked against the Scheduled, Ready and Running ones.
+//
+// # Scripts
+//
+// Each operation is one file in lua/, embedded in the binary and run with
+// EVALSHA (EVAL the first time a server lacks it). lua/lib.lua, prepended to
+// each, holds the shared functions, the layout of KEYS and the table of
+// return codes; each file's header lists its KEYS, ARGV and the codes it
+// returns. The Go side maps a code to its error in one place; an unknown code
+// is an internal error naming it.
+//
+// A Lua error does not roll back the writes before it, so every script
+// checks everything before its first write: its arguments, the type of every
+// key it will write, every field of every task it reads (a field that does
+// not parse, a task breaking a rule every task keeps, an index entry without
+// its task or at the wrong score) and the sequence. Anything wrong is
+// refused with core.ErrCorrupt and nothing written; a refused operation of
+// any kind changes nothing.
+//
+// Every key a script touches is declared in KEYS when the caller can name
+// it: the queue's keys, and the task's hash for an operation on one task.
+// Pop, Promote, ClaimExpired, RecoverExpired, Prune and List find their
+// tasks inside the script, in an index, so those task keys cannot be
+// declared in advance (reading the index first would take a second round
+// trip and a race). They are built inside the script from the task key
+// prefix, which is declared as KEYS[11]: it carries the queue's hash tag, so
+// the tasks' keys are in the slot of the declared keys, which is what Redis
+// Cluster requires of a script.
+//
+// # Why a stale decision cannot write
+//
+// Every mutation of a task draws the next value of its queue's sequence and
+// stamps it as the task's version; Pop also makes it the task's claim token.
+// A worker's Extend, Ack, Fail or Retry carries its token and a broker's
+// Requeue or Finalize the version its ClaimExpired stamped, and the script
+// compares them with the stored ones before it writes anything. A late
+// worker ack, another broker's takeover or an operator's requeue or removal
+// has changed the version (a removed and re-enqueued task has a new one too:
+// the sequence is never reset), so the stale decision is refused with
+// core.ErrStaleClaim and the task keeps what its last rightful owner wrote.
+// Check and write are one script, so nothing can come between them.
+//
+// # Time
+//
+// By default a script reads the Redis server's clock (TIME) and uses it to
+// stamp and to judge expiry. One clock then judges every lease of a queue,
+// whatever the clocks of the machines running workers and brokers: a broker
+// whose clock runs ahead cannot expire a live lease, and one whose clock
+// lags cannot keep a dead one. WithClock replaces the server's clock with
+// an injected core.Clock (passed to each script as an argument), for tests
+// with a core.FakeClock. Results report the time the script used as Now.
+// Times are kept to the microsecond, as by every leasehold store: caller
+// times are truncated (Prune's before is rounded up, which keeps "finished
+// before" exact) and so are durations.
+//
+// # Clients
+//
+// New takes any go-redis UniversalClient; Open makes a client from a URL
+// (redis://user:password@host:port/db, rediss:// for TLS). Scripts are the
+// only commands the store sends.
+package redis
