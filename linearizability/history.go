@@ -1,0 +1,121 @@
+package linearizability
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// HistoryFormat is the version of the JSON form of a History.
+const HistoryFormat = 1
+
+// History is everything needed to check one run again, offline: the
+// recorded operations and the parameters the model needs.
+type History struct {
+	Format   int      `json:"format"`
+	Adapter  string   `json:"adapter"`
+	Seed     uint64   `json:"seed"`
+	Mode     TimeMode `json:"mode"`
+	Capacity int      `json:"capacity"`
+	// Epoch is the store clock's reading when the history began; times in
+	// descriptions are shown relative to it.
+	Epoch      time.Time   `json:"epoch"`
+	Operations []Operation `json:"operations"`
+	Events     []Event     `json:"events,omitempty"`
+}
+
+// Model returns the porcupine model the history is checked against.
+func (h *History) Model() porcupine.Model {
+	return NewModel(ModelOptions{Capacity: h.Capacity, Epoch: h.Epoch})
+}
+
+// Porcupine returns the operations in porcupine's form. Their inputs and
+// outputs point into h.
+func (h *History) Porcupine() []porcupine.Operation {
+	out := make([]porcupine.Operation, len(h.Operations))
+	for i := range h.Operations {
+		op := &h.Operations[i]
+		out[i] = porcupine.Operation{
+			ClientId: op.Client, Input: &op.Input, Output: &op.Output,
+			Call: op.Call, Return: op.Return, Metadata: op.Actor,
+		}
+	}
+	return out
+}
+
+// Indeterminate counts the operations whose outcome is unknown.
+func (h *History) Indeterminate() int {
+	n := 0
+	for _, op := range h.Operations {
+		if op.Output.Indeterminate {
+			n++
+		}
+	}
+	return n
+}
+
+// Verdict is the result of checking one history.
+type Verdict struct {
+	// Result is porcupine's answer: Ok, Illegal, or Unknown when the check
+	// ran out of time. Only Ok passes.
+	Result porcupine.CheckResult
+	// Info is what the visualization is drawn from.
+	Info porcupine.LinearizationInfo
+	// Elapsed is the time the check took.
+	Elapsed time.Duration
+}
+
+// OK reports whether the history was found linearizable.
+func (v Verdict) OK() bool { return v.Result == porcupine.Ok }
+
+// Check checks a history for linearizability against the model, giving up
+// after timeout (0: no limit) with the result Unknown.
+func Check(h *History, timeout time.Duration) Verdict {
+	start := time.Now()
+	res, info := porcupine.CheckOperationsVerbose(h.Model(), h.Porcupine(), timeout)
+	return Verdict{Result: res, Info: info, Elapsed: time.Since(start)}
+}
+
+// WriteVisualization writes porcupine's HTML visualization of a checked
+// history to path, with the history's events (clock advances, rounds) as
+// annotations.
+func WriteVisualization(h *History, v Verdict, path string) error {
+	info := v.Info
+	var notes []porcupine.Annotation
+	for _, e := range h.Events {
+		notes = append(notes, porcupine.Annotation{Tag: "timeline", Start: e.At, Description: e.Text})
+	}
+	info.AddAnnotations(notes)
+	if err := porcupine.VisualizePath(h.Model(), info, path); err != nil {
+		return fmt.Errorf("linearizability: visualize: %w", err)
+	}
+	return nil
+}
+
+// SaveJSON writes v as indented JSON to path.
+func SaveJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("linearizability: encode %s: %w", path, err)
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// LoadHistory reads a history saved as JSON (history.json of a violation).
+func LoadHistory(path string) (*History, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var h History
+	if err := json.Unmarshal(b, &h); err != nil {
+		return nil, fmt.Errorf("linearizability: %s: %w", path, err)
+	}
+	if h.Format != HistoryFormat {
+		return nil, fmt.Errorf("linearizability: %s: history format %d, want %d", path, h.Format, HistoryFormat)
+	}
+	return &h, nil
+}

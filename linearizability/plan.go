@@ -1,0 +1,517 @@
+package linearizability
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/leasehold/leasehold/model"
+)
+
+// TimeMode says which clock the stores of a history judge leases by.
+type TimeMode uint8
+
+const (
+	// FakeTime: a core.FakeClock that only the plan advances, between rounds
+	// and in clients' pauses, in whole milliseconds. Every Now a store
+	// reports is one the plan chose, so leases end exactly on a deadline as
+	// often as not: the mode for off-by-one expiry bugs, and reproducible
+	// in everything but the interleaving inside a round.
+	FakeTime TimeMode = iota
+	// RealTime: the system clock, leases of a few milliseconds and real
+	// pauses. Catches bugs that need real time to pass during an op.
+	RealTime
+	// MixedTime lets each plan choose: three in four fake, one in four real.
+	// It is a setting of Config and PlanOptions, never of a plan.
+	MixedTime
+)
+
+var timeModeNames = [...]string{"fake", "real", "mixed"}
+
+// String returns "fake", "real" or "mixed".
+func (m TimeMode) String() string {
+	if int(m) < len(timeModeNames) {
+		return timeModeNames[m]
+	}
+	return fmt.Sprintf("mode(%d)", uint8(m))
+}
+
+// MarshalText encodes the mode as its name.
+func (m TimeMode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+// UnmarshalText decodes a mode name.
+func (m *TimeMode) UnmarshalText(b []byte) error {
+	v, err := ParseTimeMode(string(b))
+	*m = v
+	return err
+}
+
+// ParseTimeMode returns the mode named "fake", "real" or "mixed".
+func ParseTimeMode(s string) (TimeMode, error) {
+	for i, n := range timeModeNames {
+		if n == s {
+			return TimeMode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("linearizability: unknown time mode %q (want fake, real or mixed)", s)
+}
+
+// Role is what a client of a plan does.
+type Role uint8
+
+// The roles.
+const (
+	// Worker pops tasks and decides them: Ack, Fail, Retry, Extend.
+	Worker Role = iota
+	// Broker claims expired tasks and decides them (Requeue, Finalize),
+	// recovers expired tasks in one step, and promotes due ones.
+	Broker
+	// Producer enqueues tasks (and promotes due ones).
+	Producer
+	// Inspector reads (Get, List, Counts) and acts as an operator
+	// (InspectRequeue, Remove, Prune), often with the version it saw.
+	Inspector
+)
+
+var roleNames = [...]string{"worker", "broker", "producer", "inspector"}
+
+// String returns the role's name.
+func (r Role) String() string {
+	if int(r) < len(roleNames) {
+		return roleNames[r]
+	}
+	return fmt.Sprintf("role(%d)", uint8(r))
+}
+
+// MarshalText encodes the role as its name.
+func (r Role) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// UnmarshalText decodes a role name.
+func (r *Role) UnmarshalText(b []byte) error {
+	for i, n := range roleNames {
+		if n == string(b) {
+			*r = Role(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("linearizability: unknown role %q", b)
+}
+
+// Kind is what one step of a client does: a store op, or a pause.
+type Kind uint8
+
+// The kinds of step. Each store op is named after the model op it calls.
+const (
+	Enqueue Kind = iota
+	Promote
+	Pop
+	Extend
+	Ack
+	Fail
+	Retry
+	ClaimExpired
+	Requeue
+	Finalize
+	RecoverExpired
+	InspectRequeue
+	Remove
+	Prune
+	Get
+	List
+	Counts
+	// Pause: the client stops for Delay. In FakeTime the clock advances by
+	// Delay (time passes for everyone); in RealTime the client sleeps. A
+	// pause between a claim and its decision is the stalled broker, the
+	// slow worker.
+	Pause
+)
+
+var kindNames = [...]string{"Enqueue", "Promote", "Pop", "Extend", "Ack", "Fail", "Retry",
+	"ClaimExpired", "Requeue", "Finalize", "RecoverExpired", "InspectRequeue", "Remove",
+	"Prune", "Get", "List", "Counts", "Pause"}
+
+// String returns the kind's name.
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// MarshalText encodes the kind as its name.
+func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// UnmarshalText decodes a kind name.
+func (k *Kind) UnmarshalText(b []byte) error {
+	for i, n := range kindNames {
+		if n == string(b) {
+			*k = Kind(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("linearizability: unknown step kind %q", b)
+}
+
+// Fault is a transport failure injected into one step: the store call then
+// returns an error of no contract kind, so the op is indeterminate.
+type Fault uint8
+
+// The faults.
+const (
+	NoFault Fault = iota
+	// LoseRequest: the call never reaches the store.
+	LoseRequest
+	// LoseReply: the store performs the op; its answer is lost.
+	LoseReply
+)
+
+// Step is one action of a client. Its arguments are abstract where they
+// depend on earlier results: Pick chooses among the claims the client holds.
+type Step struct {
+	Kind  Kind `json:"kind"`
+	Queue int  `json:"queue,omitempty"` // index into Plan.Queues
+	// Task indexes Plan.Tasks. An Enqueue takes the ID Task places after
+	// the producer's previous one, so producers mostly add new tasks.
+	Task     int           `json:"task,omitempty"`
+	Priority int           `json:"priority,omitempty"` // Enqueue
+	Attempts int           `json:"attempts,omitempty"` // Enqueue: MaxAttempts
+	Lease    time.Duration `json:"lease,omitempty"`    // Pop, Extend; ClaimExpired's TTL; RecoverExpired's delay
+	// Delay is the RunAfter of Enqueue, Retry and Requeue, and Prune's
+	// before, relative to the client's reading of the clock; a Pause's
+	// length.
+	Delay time.Duration `json:"delay,omitempty"`
+	N     int           `json:"n,omitempty"` // Pop batch; limit of Promote, ClaimExpired, RecoverExpired, Prune, List
+	// Pick chooses the claim a decision (Extend, Ack, Fail, Retry; Requeue,
+	// Finalize) uses: 0 the newest claim the client holds and has not
+	// decided yet, 1 the one before; 2 the last claim it already decided
+	// (a stale one); -1 a forged claim on Task with token or version
+	// Forged. A client that holds no claim claims instead: a worker Pops
+	// one task from Queue, a broker runs ClaimExpired on Queue.
+	Pick   int    `json:"pick,omitempty"`
+	Forged uint64 `json:"forged,omitempty"`
+	// Expect is an inspector action's expected version: 0 none, 1 the
+	// version the inspector last saw of the task, 2 a version it never saw.
+	Expect int           `json:"expect,omitempty"`
+	State  model.State   `json:"state,omitempty"`  // List
+	Cursor bool          `json:"cursor,omitempty"` // List: after = Task
+	Prune  []model.State `json:"prune,omitempty"`  // Prune's states
+	Fault  Fault         `json:"fault,omitempty"`
+}
+
+// ClientPlan is what one client does, round by round.
+type ClientPlan struct {
+	Role   Role     `json:"role"`
+	Rounds [][]Step `json:"rounds"`
+}
+
+// Plan is a whole concurrent run, drawn before any goroutine starts. All
+// clients run round 0 concurrently; when every client has finished it, Gaps[0]
+// of time passes (FakeTime: the clock advances; RealTime: the runner
+// sleeps); then round 1, and so on.
+type Plan struct {
+	Mode     TimeMode        `json:"mode"`
+	Queues   []string        `json:"queues"`
+	Tasks    []string        `json:"tasks"` // the task IDs steps draw from
+	Capacity int             `json:"capacity"`
+	Gaps     []time.Duration `json:"gaps"` // one per round
+	Clients  []ClientPlan    `json:"clients"`
+}
+
+// Rounds returns the number of rounds.
+func (p *Plan) Rounds() int { return len(p.Gaps) }
+
+// Steps returns the number of steps of all clients.
+func (p *Plan) Steps() int {
+	n := 0
+	for _, c := range p.Clients {
+		for _, r := range c.Rounds {
+			n += len(r)
+		}
+	}
+	return n
+}
+
+// String shows the plan one client per line, rounds separated by "|".
+func (p *Plan) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "plan: %s time, queues %v, tasks %v, capacity %d, gaps %v\n",
+		p.Mode, p.Queues, p.Tasks, p.Capacity, p.Gaps)
+	for i, c := range p.Clients {
+		fmt.Fprintf(&b, "  %s %d:", c.Role, i)
+		for r, steps := range c.Rounds {
+			if r > 0 {
+				b.WriteString(" |")
+			}
+			for _, s := range steps {
+				b.WriteString(" ")
+				b.WriteString(p.describeStep(s))
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func (p *Plan) describeStep(s Step) string {
+	q, id := "", ""
+	if s.Queue < len(p.Queues) {
+		q = p.Queues[s.Queue]
+	}
+	if s.Task < len(p.Tasks) {
+		id = p.Tasks[s.Task]
+	}
+	pick := func() string {
+		if s.Pick < 0 {
+			return fmt.Sprintf("forged %s/%s #%d", q, id, s.Forged)
+		}
+		return fmt.Sprintf("claim -%d", s.Pick)
+	}
+	var d string
+	switch s.Kind {
+	case Enqueue:
+		d = fmt.Sprintf("%s/%s p%d a%d +%s", q, id, s.Priority, s.Attempts, ms(s.Delay))
+	case Pop:
+		d = fmt.Sprintf("%s n%d %s", q, s.N, ms(s.Lease))
+	case Extend:
+		d = pick() + " " + ms(s.Lease)
+	case Ack, Fail, Finalize:
+		d = pick()
+	case Retry, Requeue:
+		d = pick() + " +" + ms(s.Delay)
+	case ClaimExpired:
+		d = fmt.Sprintf("%s ttl %s limit %d", q, ms(s.Lease), s.N)
+	case RecoverExpired:
+		d = fmt.Sprintf("%s delay %s limit %d", q, ms(s.Lease), s.N)
+	case Promote:
+		d = fmt.Sprintf("%s limit %d", q, s.N)
+	case InspectRequeue, Remove:
+		d = fmt.Sprintf("%s/%s expect %d", q, id, s.Expect)
+	case Get:
+		d = q + "/" + id
+	case List:
+		d = fmt.Sprintf("%s %v n%d", q, s.State, s.N)
+		if s.Cursor {
+			d += " after " + id
+		}
+	case Counts:
+		d = q
+	case Prune:
+		d = fmt.Sprintf("%s %v %s limit %d", q, s.Prune, ms(s.Delay), s.N)
+	case Pause:
+		d = ms(s.Delay)
+	}
+	out := s.Kind.String() + "(" + d + ")"
+	switch s.Fault {
+	case LoseRequest:
+		out += "!req"
+	case LoseReply:
+		out += "!reply"
+	}
+	return out
+}
+
+// PlanOptions bound the plans Plans draws.
+type PlanOptions struct {
+	// Mode is FakeTime, RealTime, or MixedTime (each plan chooses).
+	Mode TimeMode
+	// MaxClients bounds the number of clients (default 6). The first three
+	// are a producer, a worker and a broker; the others draw their roles.
+	MaxClients int
+	// MaxRounds bounds the number of rounds (default 8).
+	MaxRounds int
+	// MaxSteps bounds a client's steps in one round (default 4).
+	MaxSteps int
+	// Faults injects transport faults into about one step in 50, making
+	// those ops indeterminate (in RealTime into one in 250: each
+	// indeterminate op there multiplies the states the checker carries by
+	// the number of clock readings that follow it).
+	Faults bool
+}
+
+func (o PlanOptions) withDefaults() PlanOptions {
+	if o.MaxClients == 0 {
+		o.MaxClients = 6
+	}
+	o.MaxClients = max(o.MaxClients, 2)
+	if o.MaxRounds <= 0 {
+		o.MaxRounds = 8
+	}
+	if o.MaxSteps <= 0 {
+		o.MaxSteps = 4
+	}
+	return o
+}
+
+// Plans returns a rapid generator of plans. Every choice shrinks toward a
+// simpler plan: fewer rounds, clients and steps, fake time, one queue, no
+// capacity, no fault, the newest claim rather than an older or forged one.
+func Plans(o PlanOptions) *rapid.Generator[*Plan] {
+	o = o.withDefaults()
+	return rapid.Custom(func(t *rapid.T) *Plan {
+		p := &Plan{Mode: o.Mode}
+		if o.Mode == MixedTime {
+			p.Mode = FakeTime
+			if rapid.IntRange(0, 3).Draw(t, "real") == 3 {
+				p.Mode = RealTime
+			}
+		}
+		p.Queues = []string{"q0"}
+		if rapid.IntRange(0, 3).Draw(t, "queues") == 3 {
+			p.Queues = append(p.Queues, "q1")
+		}
+		for i := range rapid.IntRange(3, 8).Draw(t, "tasks") {
+			p.Tasks = append(p.Tasks, fmt.Sprintf("t%d", i))
+		}
+		if c := rapid.IntRange(0, 9).Draw(t, "capacity"); c >= 7 {
+			p.Capacity = c - 5
+		}
+		rounds := rapid.IntRange(1, o.MaxRounds).Draw(t, "rounds")
+		for range rounds {
+			p.Gaps = append(p.Gaps, msDur(rapid.IntRange(0, 3).Draw(t, "gap")))
+		}
+		g := stepGen{p: p, faultOdds: 0}
+		if o.Faults {
+			g.faultOdds = 64
+			if p.Mode == RealTime {
+				g.faultOdds = 256
+			}
+		}
+		clients := rapid.IntRange(min(3, o.MaxClients), o.MaxClients).Draw(t, "clients")
+		for i := range clients {
+			role := Producer
+			switch {
+			case i == 1:
+				role = Worker
+			case i == 2:
+				role = Broker
+			case i > 2:
+				role = []Role{Worker, Broker, Inspector, Producer, Worker, Broker}[rapid.IntRange(0, 5).Draw(t, "role")]
+			}
+			c := ClientPlan{Role: role}
+			for range rounds {
+				steps := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) Step { return g.draw(t, role) }), 0, o.MaxSteps).Draw(t, "steps")
+				c.Rounds = append(c.Rounds, steps)
+			}
+			p.Clients = append(p.Clients, c)
+		}
+		return p
+	})
+}
+
+func msDur(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
+type stepGen struct {
+	p         *Plan
+	faultOdds int // one step in faultOdds gets a fault; 0: never
+}
+
+// oneOf draws one of the kinds. rapid favours the ends of a range, the
+// first entries most: list the commonest kinds first, and repeat a kind to
+// make it commoner.
+func oneOf(t *rapid.T, label string, kinds ...Kind) Kind {
+	return kinds[rapid.IntRange(0, len(kinds)-1).Draw(t, label)]
+}
+
+func (g stepGen) draw(t *rapid.T, role Role) Step {
+	var kind Kind
+	switch role {
+	case Worker: // about Pop 27%, Ack 24%, Retry 10%, Extend 16%, Fail 8%, Pause 17%
+		kind = oneOf(t, "kind", Pop, Ack, Extend, Retry, Pop, Extend, Fail, Ack, Pause, Pause)
+	case Broker: // about ClaimExpired 35%, Requeue 22%, Finalize 10%, RecoverExpired 8%, Promote 8%, Pause 17%
+		kind = oneOf(t, "kind", ClaimExpired, Requeue, ClaimExpired, Finalize, RecoverExpired, ClaimExpired, Promote, Requeue, Pause, Pause)
+	case Producer: // about Enqueue 75%, Promote 10%, Pause 15%
+		kind = oneOf(t, "kind", Enqueue, Enqueue, Enqueue, Enqueue, Promote, Enqueue, Enqueue, Enqueue, Enqueue, Pause)
+	case Inspector:
+		kind = oneOf(t, "kind", Get, InspectRequeue, Remove, List, InspectRequeue, Counts, Prune, Get, Remove, Pause)
+	}
+	s := Step{Kind: kind}
+	queue := func() { s.Queue = rapid.IntRange(0, len(g.p.Queues)-1).Draw(t, "queue") }
+	task := func() { s.Task = rapid.IntRange(0, len(g.p.Tasks)-1).Draw(t, "task") }
+	lease := func() { s.Lease = msDur(rapid.IntRange(1, 4).Draw(t, "lease")) }
+	runAfter := func() {
+		if d := rapid.IntRange(0, 5).Draw(t, "runAfter"); d >= 4 {
+			s.Delay = msDur(d - 3)
+		}
+	}
+	limit := func() { s.N = rapid.IntRange(0, 2).Draw(t, "limit") }
+	pick := func() {
+		switch rapid.IntRange(0, 9).Draw(t, "pick") {
+		case 0, 1, 2, 3, 4, 5:
+		case 6, 7:
+			s.Pick = 1
+		case 8:
+			s.Pick = 2
+		case 9:
+			s.Pick = -1
+			queue()
+			task()
+			s.Forged = uint64(rapid.IntRange(1, 30).Draw(t, "forged"))
+		}
+	}
+	switch s.Kind {
+	case Enqueue:
+		queue()
+		task()
+		s.Priority = rapid.IntRange(-1, 1).Draw(t, "priority")
+		s.Attempts = rapid.IntRange(1, 3).Draw(t, "attempts")
+		runAfter()
+	case Pop:
+		queue()
+		lease()
+		s.N = rapid.IntRange(1, 2).Draw(t, "batch")
+	case Extend:
+		pick()
+		lease()
+	case Ack, Fail, Finalize:
+		pick()
+	case Retry, Requeue:
+		pick()
+		runAfter()
+	case ClaimExpired:
+		queue()
+		lease()
+		limit()
+	case RecoverExpired:
+		queue()
+		s.Lease = msDur(rapid.IntRange(0, 2).Draw(t, "delay"))
+		limit()
+	case Promote:
+		queue()
+		limit()
+	case InspectRequeue, Remove:
+		queue()
+		task()
+		s.Expect = []int{1, 0, 1, 0, 2}[rapid.IntRange(0, 4).Draw(t, "expect")]
+	case Get:
+		queue()
+		task()
+	case List:
+		queue()
+		s.State = model.States[rapid.IntRange(0, len(model.States)-1).Draw(t, "state")]
+		s.N = rapid.IntRange(1, 3).Draw(t, "page")
+		if s.Cursor = rapid.IntRange(0, 3).Draw(t, "cursor") == 3; s.Cursor {
+			task()
+		}
+	case Counts:
+		queue()
+	case Prune:
+		queue()
+		s.Prune = [][]model.State{{model.Succeeded}, {model.Failed}, {model.Succeeded, model.Failed}}[rapid.IntRange(0, 2).Draw(t, "prune")]
+		s.Delay = msDur(rapid.IntRange(-1, 2).Draw(t, "before"))
+		limit()
+	case Pause:
+		s.Delay = msDur(rapid.IntRange(1, 3).Draw(t, "pause"))
+	}
+	if g.faultOdds > 0 && s.Kind != Pause {
+		// rapid favours the ends of a range: pick two values from the middle.
+		switch rapid.IntRange(0, g.faultOdds-1).Draw(t, "fault") {
+		case g.faultOdds / 2:
+			s.Fault = LoseRequest
+		case g.faultOdds/2 + 1:
+			s.Fault = LoseReply
+		}
+	}
+	return s
+}

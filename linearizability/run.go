@@ -1,0 +1,279 @@
+package linearizability
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/leasehold/leasehold/model"
+)
+
+// Config configures Run.
+type Config struct {
+	// Name names the adapter in reports and in the folders of violations.
+	Name string
+	// Factory makes the backend of each history (required).
+	Factory Factory
+	// Histories stops the run after this many histories; Duration after
+	// this much time (a history under way is finished and checked). At
+	// least one must be set; whichever comes first ends the run.
+	Histories int
+	Duration  time.Duration
+	// Seed is the seed of the first history; history i uses Seed+i. The
+	// plan of a seed is the same on every run (rapid's Example); in
+	// FakeTime so are its times, only the interleaving within a round is
+	// left to the scheduler.
+	Seed uint64
+	// TimeMode is FakeTime, RealTime or MixedTime (the default).
+	TimeMode TimeMode
+	// Clients bounds the number of clients of a plan (default 6).
+	Clients int
+	// Faults injects transport faults, making some operations
+	// indeterminate (see PlanOptions.Faults).
+	Faults bool
+	// CheckTimeout bounds the check of one history (default 10s). A check
+	// that runs out of time is Unknown, and Unknown counts as a violation.
+	CheckTimeout time.Duration
+	// MaxViolations stops the run after this many violations (default 1;
+	// negative: never stop early).
+	MaxViolations int
+	// OutDir is where each violation is saved, in a folder of its own
+	// (default: a "leasehold-check" folder in os.TempDir()).
+	OutDir string
+	// ExampleHTML, when set, is where the visualization of one passing
+	// history is written (the longest of those with a stale or refused
+	// decision), so a newcomer can see what was checked.
+	ExampleHTML string
+	// Progress, when set, is called after each history.
+	Progress func(Progress)
+	// Logf, when set, receives a line for each violation.
+	Logf func(format string, args ...any)
+}
+
+// Progress is the state of a run after a history.
+type Progress struct {
+	Histories  int
+	Operations int
+	Violations int
+	Elapsed    time.Duration
+}
+
+// Report summarises a run.
+type Report struct {
+	Adapter       string
+	Histories     int
+	Operations    int
+	Indeterminate int           // operations with an injected or real transport fault
+	Violations    int           // histories not found linearizable (Illegal or Unknown)
+	Unknown       int           // of which the check ran out of time
+	RunTime       time.Duration // running plans against the store
+	CheckTime     time.Duration // checking histories
+	MaxCheck      time.Duration // the slowest check of one history
+	// Outcomes counts the operations by op and outcome ("Ack ok", "Ack
+	// stale_claim", "Pop empty", "Requeue ?" for an indeterminate one): what
+	// the histories exercised.
+	Outcomes map[string]int
+	Elapsed       time.Duration
+	Failures      []Failure
+	// Example is the path of the visualization written to
+	// Config.ExampleHTML, "" if none was.
+	Example string
+}
+
+// Failure is one history that was not found linearizable.
+type Failure struct {
+	Seed    uint64
+	Result  porcupine.CheckResult
+	Plan    *Plan
+	History *History
+	// Dir is the folder holding plan.json, history.json and history.html
+	// ("" if saving failed; SaveError says why).
+	Dir       string
+	SaveError error
+	// After is the number of histories run before this one; Elapsed the
+	// time since the run started when it was found.
+	After   int
+	Elapsed time.Duration
+}
+
+// Run draws plans with rapid, executes each against a fresh backend,
+// checks every history with porcupine, and saves each violation (its plan,
+// its history as JSON, and porcupine's visualization) to a folder of its own.
+// It returns an error only when the harness itself fails (the backend cannot
+// be made, a store panics) or ctx ends; violations are in the report.
+func Run(ctx context.Context, cfg Config) (Report, error) {
+	if cfg.Factory == nil {
+		return Report{}, errors.New("linearizability: Config.Factory is required")
+	}
+	if cfg.Histories <= 0 && cfg.Duration <= 0 {
+		return Report{}, errors.New("linearizability: set Config.Histories or Config.Duration")
+	}
+	if cfg.CheckTimeout <= 0 {
+		cfg.CheckTimeout = 10 * time.Second
+	}
+	if cfg.MaxViolations == 0 {
+		cfg.MaxViolations = 1
+	}
+	if cfg.OutDir == "" {
+		cfg.OutDir = filepath.Join(os.TempDir(), "leasehold-check")
+	}
+	if cfg.Name == "" {
+		cfg.Name = "store"
+	}
+	gen := Plans(PlanOptions{Mode: cfg.TimeMode, MaxClients: cfg.Clients, Faults: cfg.Faults})
+	rep := Report{Adapter: cfg.Name, Outcomes: map[string]int{}}
+	start := time.Now()
+	var example *History
+	var exampleVerdict Verdict
+	exampleScore := -1
+	for i := 0; ; i++ {
+		if cfg.Histories > 0 && i >= cfg.Histories || cfg.Duration > 0 && time.Since(start) >= cfg.Duration {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			rep.Elapsed = time.Since(start)
+			return rep, err
+		}
+		seed := cfg.Seed + uint64(i)
+		plan := gen.Example(int(seed))
+		t0 := time.Now()
+		h, err := Execute(ctx, plan, cfg.Factory)
+		rep.RunTime += time.Since(t0)
+		if err != nil {
+			rep.Elapsed = time.Since(start)
+			return rep, fmt.Errorf("history %d (seed %d): %w", i, seed, err)
+		}
+		h.Adapter, h.Seed = cfg.Name, seed
+		v := Check(h, cfg.CheckTimeout)
+		rep.CheckTime += v.Elapsed
+		rep.MaxCheck = max(rep.MaxCheck, v.Elapsed)
+		rep.Histories++
+		rep.Operations += len(h.Operations)
+		rep.Indeterminate += h.Indeterminate()
+		for _, op := range h.Operations {
+			rep.Outcomes[outcome(op)]++
+		}
+		if !v.OK() {
+			rep.Violations++
+			if v.Result == porcupine.Unknown {
+				rep.Unknown++
+			}
+			f := Failure{Seed: seed, Result: v.Result, Plan: plan, History: h, After: i, Elapsed: time.Since(start)}
+			f.Dir, f.SaveError = SaveFailure(cfg.OutDir, h, plan, v)
+			if cfg.Logf != nil {
+				cfg.Logf("%s: history %d (seed %d) is %s: %d operations; %s", cfg.Name, i, seed, v.Result, len(h.Operations), f.where())
+			}
+			rep.Failures = append(rep.Failures, f)
+		} else if cfg.ExampleHTML != "" {
+			if s := exampleInterest(h); s > exampleScore {
+				example, exampleVerdict, exampleScore = h, v, s
+			}
+		}
+		if cfg.Progress != nil {
+			cfg.Progress(Progress{Histories: rep.Histories, Operations: rep.Operations, Violations: rep.Violations, Elapsed: time.Since(start)})
+		}
+		if cfg.MaxViolations > 0 && rep.Violations >= cfg.MaxViolations {
+			break
+		}
+	}
+	if example != nil {
+		if err := os.MkdirAll(filepath.Dir(cfg.ExampleHTML), 0o755); err == nil {
+			if WriteVisualization(example, exampleVerdict, cfg.ExampleHTML) == nil {
+				rep.Example = cfg.ExampleHTML
+			}
+		}
+	}
+	rep.Elapsed = time.Since(start)
+	return rep, nil
+}
+
+// outcome names an operation's op and outcome, for Report.Outcomes.
+func outcome(op Operation) string {
+	o := &op.Output
+	res := "ok"
+	switch {
+	case o.Indeterminate:
+		res = "?"
+	case o.Err != "":
+		res = o.Err
+	case op.Input.Op == model.OpPop || op.Input.Op == model.OpRecoverExpired || op.Input.Op == model.OpList:
+		if len(o.Tasks) == 0 {
+			res = "empty"
+		}
+	case op.Input.Op == model.OpClaimExpired:
+		if len(o.Claims) == 0 {
+			res = "empty"
+		}
+	case op.Input.Op == model.OpPromote || op.Input.Op == model.OpPrune:
+		if len(o.IDs) == 0 {
+			res = "empty"
+		}
+	}
+	return op.Input.Op.String() + " " + res
+}
+
+func (f Failure) where() string {
+	if f.SaveError != nil {
+		return "could not save it: " + f.SaveError.Error()
+	}
+	return "saved to " + f.Dir
+}
+
+// exampleInterest scores a history for the example visualization: one with
+// refused decisions (stale claims, invalid transitions) shows what the
+// guards are for; among those, the longer the better, up to a size a
+// person can read.
+func exampleInterest(h *History) int {
+	if len(h.Operations) > 60 {
+		return 0
+	}
+	refused := 0
+	for _, op := range h.Operations {
+		switch op.Output.Err {
+		case "stale_claim", "invalid_transition", "conflict":
+			refused++
+		}
+	}
+	return min(refused, 4)*100 + len(h.Operations)
+}
+
+// SaveFailure saves a violation to a new folder under dir: plan.json (nil
+// plan: skipped), history.json (what `leasehold check --replay` reads) and
+// history.html (porcupine's visualization: open it in a browser). It
+// returns the folder.
+func SaveFailure(dir string, h *History, plan *Plan, v Verdict) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	out, err := os.MkdirTemp(dir, fmt.Sprintf("%s-seed%d-", safeName(h.Adapter), h.Seed))
+	if err != nil {
+		return "", err
+	}
+	if plan != nil {
+		if err := SaveJSON(filepath.Join(out, "plan.json"), plan); err != nil {
+			return out, err
+		}
+		if err := os.WriteFile(filepath.Join(out, "plan.txt"), []byte(plan.String()), 0o644); err != nil {
+			return out, err
+		}
+	}
+	if err := SaveJSON(filepath.Join(out, "history.json"), h); err != nil {
+		return out, err
+	}
+	return out, WriteVisualization(h, v, filepath.Join(out, "history.html"))
+}
+
+func safeName(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
