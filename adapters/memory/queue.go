@@ -1,0 +1,599 @@
+package memory
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/leasehold/leasehold/model"
+)
+
+// queue is one task queue: the tasks by ID and the ordered indexes the
+// operations read from. Its lock guards every field; the methods below expect
+// the caller to hold it (for writing, unless they only read).
+//
+// Every task is in the map, in the ID index of its state (byState) and in the
+// order index of its state (ready, scheduled, running or finished). An index
+// item carries a copy of the task's key fields, so a task is taken out of its
+// indexes (unindex) before any key field changes and put back after (index).
+type queue struct {
+	mu       sync.RWMutex
+	name     string
+	capacity int
+	seq      uint64 // last value of the queue's sequence
+	counts   model.Counts
+	closed   bool // set by Store.Close: every operation returns core.ErrClosed
+
+	tasks     map[string]*model.Task
+	byState   [model.Failed + 1]*btree[idItem] // per state, by ID: List
+	ready     *btree[readyItem]                // (Priority desc, Version asc): Pop
+	scheduled *btree[timeItem]                 // (RunAfter, ID): Promote
+	running   *btree[timeItem]                 // (Deadline, ID): ClaimExpired, RecoverExpired
+	finished  *btree[timeItem]                 // (FinishedAt, ID): Prune
+}
+
+// idItem is an entry of a per-state ID index.
+type idItem struct {
+	id string
+	t  *model.Task
+}
+
+// readyItem is an entry of the ready index: Version is the one stamped when
+// the task became Ready, so within a priority the index is in Ready order.
+type readyItem struct {
+	priority int
+	version  uint64
+	t        *model.Task
+}
+
+// timeItem is an entry of an index ordered by an instant, then by ID.
+type timeItem struct {
+	at time.Time
+	t  *model.Task
+}
+
+func compareID(a, b idItem) int { return strings.Compare(a.id, b.id) }
+
+func compareReady(a, b readyItem) int {
+	if c := cmp.Compare(b.priority, a.priority); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.version, b.version)
+}
+
+func compareTime(a, b timeItem) int {
+	if c := a.at.Compare(b.at); c != 0 {
+		return c
+	}
+	return strings.Compare(a.t.ID, b.t.ID)
+}
+
+func newQueue(name string, capacity int) *queue {
+	q := &queue{
+		name:      name,
+		capacity:  capacity,
+		tasks:     map[string]*model.Task{},
+		ready:     newBTree(compareReady, defaultDegree),
+		scheduled: newBTree(compareTime, defaultDegree),
+		running:   newBTree(compareTime, defaultDegree),
+		finished:  newBTree(compareTime, defaultDegree),
+	}
+	for _, s := range model.States {
+		q.byState[s] = newBTree(compareID, defaultDegree)
+	}
+	return q
+}
+
+// close marks the queue closed and lets its tasks go.
+func (q *queue) close() {
+	q.closed = true
+	q.tasks, q.ready, q.scheduled, q.running, q.finished = nil, nil, nil, nil, nil
+	q.byState = [model.Failed + 1]*btree[idItem]{}
+}
+
+// legal[op][state] holds when the model's transition table has a row for op
+// from state; it is derived from the table, so it cannot disagree with it.
+var legal = func() (m [model.OpCounts + 1][model.Failed + 1]bool) {
+	for _, t := range model.Transitions() {
+		m[t.Op][t.From] = true
+	}
+	return m
+}()
+
+func checkFrom(op model.Op, t *model.Task) error {
+	if !legal[op][t.State] {
+		return &model.TransitionError{Op: op, State: t.State}
+	}
+	return nil
+}
+
+// --- index maintenance -------------------------------------------------------
+
+func (q *queue) count(s model.State) *int {
+	switch s {
+	case model.Scheduled:
+		return &q.counts.Scheduled
+	case model.Ready:
+		return &q.counts.Ready
+	case model.Running:
+		return &q.counts.Running
+	case model.Succeeded:
+		return &q.counts.Succeeded
+	default:
+		return &q.counts.Failed
+	}
+}
+
+// orderIndex returns the order index of state s and t's item in it.
+func (q *queue) orderIndex(t *model.Task) (*btree[timeItem], timeItem) {
+	switch t.State {
+	case model.Scheduled:
+		return q.scheduled, timeItem{t.RunAfter, t}
+	case model.Running:
+		return q.running, timeItem{t.Deadline, t}
+	default:
+		return q.finished, timeItem{t.FinishedAt, t}
+	}
+}
+
+// index adds t to the indexes of its state. With the map it makes t visible.
+func (q *queue) index(t *model.Task) {
+	q.byState[t.State].Insert(idItem{t.ID, t})
+	*q.count(t.State)++
+	if t.State == model.Ready {
+		q.ready.Insert(readyItem{t.Priority, t.Version, t})
+		return
+	}
+	idx, item := q.orderIndex(t)
+	idx.Insert(item)
+}
+
+// unindex takes t out of the indexes of its state.
+func (q *queue) unindex(t *model.Task) {
+	q.byState[t.State].Delete(idItem{t.ID, t})
+	*q.count(t.State)--
+	if t.State == model.Ready {
+		q.ready.Delete(readyItem{t.Priority, t.Version, t})
+		return
+	}
+	idx, item := q.orderIndex(t)
+	idx.Delete(item)
+}
+
+// stamp draws the next value of the queue's sequence.
+func (q *queue) stamp() uint64 {
+	q.seq++
+	return q.seq
+}
+
+// --- operations ---------------------------------------------------------------
+//
+// Each follows the model method of the same name (model/ops.go): the same
+// guards in the same order, the same fields written. now is the store's clock
+// reading, in UTC and whole microseconds.
+
+func (q *queue) enqueue(now time.Time, a model.EnqueueArgs) (model.Task, error) {
+	if err := validID(a.ID); err != nil {
+		return model.Task{}, err
+	}
+	if a.Priority < model.MinPriority || a.Priority > model.MaxPriority {
+		return model.Task{}, invalid("priority %d outside %d..%d", a.Priority, model.MinPriority, model.MaxPriority)
+	}
+	if a.MaxAttempts < 1 {
+		return model.Task{}, invalid("max attempts %d < 1", a.MaxAttempts)
+	}
+	if _, exists := q.tasks[a.ID]; exists {
+		return model.Task{}, fmt.Errorf("%w: task %q already exists", model.ErrConflict, a.ID)
+	}
+	if q.capacity > 0 && q.counts.Pending() >= q.capacity {
+		return model.Task{}, fmt.Errorf("%w: %d pending tasks", model.ErrQueueFull, q.capacity)
+	}
+	t := &model.Task{
+		Queue:       q.name,
+		ID:          a.ID,
+		Payload:     bytes.Clone(a.Payload),
+		Priority:    a.Priority,
+		MaxAttempts: a.MaxAttempts,
+		Version:     q.stamp(),
+		EnqueuedAt:  now,
+	}
+	queueAt(t, now, instant(a.RunAfter))
+	q.tasks[t.ID] = t
+	q.index(t)
+	return snapshot(t), nil
+}
+
+func (q *queue) promote(now time.Time, limit int) ([]string, error) {
+	if limit < 0 {
+		return nil, invalid("limit %d < 0", limit)
+	}
+	ids := []string{}
+	for limit == 0 || len(ids) < limit {
+		it, ok := q.scheduled.Min()
+		if !ok || it.at.After(now) {
+			break
+		}
+		t := it.t
+		q.unindex(t)
+		t.Version = q.stamp()
+		t.State = model.Ready
+		q.index(t)
+		ids = append(ids, t.ID)
+	}
+	return ids, nil
+}
+
+func (q *queue) pop(now time.Time, lease time.Duration, n int) ([]model.Task, error) {
+	if lease <= 0 {
+		return nil, invalid("lease %v <= 0", lease)
+	}
+	if n < 1 || n > model.MaxBatch {
+		return nil, invalid("batch %d outside 1..%d", n, model.MaxBatch)
+	}
+	out := make([]model.Task, 0, min(n, q.counts.Ready))
+	for len(out) < n {
+		it, ok := q.ready.Min()
+		if !ok {
+			break
+		}
+		t := it.t
+		q.unindex(t)
+		t.Version = q.stamp()
+		t.State = model.Running
+		t.ClaimToken = t.Version
+		t.Attempt++
+		t.ClaimedAt = now
+		t.Deadline = instant(now.Add(lease))
+		q.index(t)
+		out = append(out, snapshot(t))
+	}
+	return out, nil
+}
+
+func (q *queue) extend(now time.Time, c model.Claim, lease time.Duration) (model.Task, error) {
+	if lease <= 0 {
+		return model.Task{}, invalid("lease %v <= 0", lease)
+	}
+	t, err := q.claimed(model.OpExtend, c)
+	if err != nil {
+		return model.Task{}, err
+	}
+	q.unindex(t)
+	t.Version = q.stamp()
+	t.Deadline = instant(now.Add(lease))
+	q.index(t)
+	return snapshot(t), nil
+}
+
+func (q *queue) ack(now time.Time, c model.Claim, result []byte) (model.Task, error) {
+	t, err := q.claimed(model.OpAck, c)
+	if err != nil {
+		return model.Task{}, err
+	}
+	q.unindex(t)
+	t.Version = q.stamp()
+	t.Result = bytes.Clone(result)
+	finish(t, model.Succeeded, now)
+	q.index(t)
+	return snapshot(t), nil
+}
+
+func (q *queue) fail(now time.Time, c model.Claim, message string) (model.Task, error) {
+	t, err := q.claimed(model.OpFail, c)
+	if err != nil {
+		return model.Task{}, err
+	}
+	q.unindex(t)
+	t.Version = q.stamp()
+	t.Errors = append(t.Errors, model.TaskError{Attempt: t.Attempt, At: now, Message: message})
+	finish(t, model.Failed, now)
+	q.index(t)
+	return snapshot(t), nil
+}
+
+func (q *queue) retry(now time.Time, c model.Claim, runAfter time.Time, message string) (model.Task, error) {
+	t, err := q.claimed(model.OpRetry, c)
+	if err != nil {
+		return model.Task{}, err
+	}
+	q.unindex(t)
+	t.Version = q.stamp()
+	t.Errors = append(t.Errors, model.TaskError{Attempt: t.Attempt, At: now, Message: message})
+	queueAt(t, now, instant(runAfter))
+	q.index(t)
+	return snapshot(t), nil
+}
+
+func (q *queue) claimExpired(now time.Time, claimTTL time.Duration, limit int) ([]model.ReapClaim, error) {
+	if claimTTL <= 0 {
+		return nil, invalid("claim TTL %v <= 0", claimTTL)
+	}
+	if limit < 0 {
+		return nil, invalid("limit %d < 0", limit)
+	}
+	// Collect first, then renew: with a claim TTL under a microsecond the
+	// renewed deadline may still be due, and must not be claimed twice.
+	var due []*model.Task
+	q.running.Ascend(func(it timeItem) bool {
+		if (limit > 0 && len(due) == limit) || it.at.After(now) {
+			return false
+		}
+		due = append(due, it.t)
+		return true
+	})
+	deadline := instant(now.Add(claimTTL))
+	out := make([]model.ReapClaim, 0, len(due))
+	for _, t := range due {
+		q.unindex(t)
+		t.Version = q.stamp()
+		t.Deadline = deadline
+		q.index(t)
+		out = append(out, model.ReapClaim{Queue: t.Queue, TaskID: t.ID, Version: t.Version, Deadline: t.Deadline, Task: snapshot(t)})
+	}
+	return out, nil
+}
+
+func (q *queue) requeue(now time.Time, rc model.ReapClaim, runAfter time.Time, message string) (model.Task, error) {
+	t, err := q.reaped(model.OpRequeue, rc)
+	if err != nil {
+		return model.Task{}, err
+	}
+	q.unindex(t)
+	t.Version = q.stamp()
+	t.Errors = append(t.Errors, leaseError(t, now, message))
+	queueAt(t, now, instant(runAfter))
+	q.index(t)
+	return snapshot(t), nil
+}
+
+func (q *queue) finalize(now time.Time, rc model.ReapClaim, message string) (model.Task, error) {
+	t, err := q.reaped(model.OpFinalize, rc)
+	if err != nil {
+		return model.Task{}, err
+	}
+	q.unindex(t)
+	t.Version = q.stamp()
+	t.Errors = append(t.Errors, leaseError(t, now, message))
+	finish(t, model.Failed, now)
+	q.index(t)
+	return snapshot(t), nil
+}
+
+func (q *queue) recoverExpired(now time.Time, delay time.Duration, limit int) ([]model.Task, error) {
+	if delay < 0 {
+		return nil, invalid("retry delay %v < 0", delay)
+	}
+	if limit < 0 {
+		return nil, invalid("limit %d < 0", limit)
+	}
+	runAfter := instant(now.Add(delay))
+	out := []model.Task{}
+	for limit == 0 || len(out) < limit {
+		it, ok := q.running.Min()
+		if !ok || it.at.After(now) {
+			break
+		}
+		t := it.t
+		q.unindex(t)
+		t.Version = q.stamp()
+		t.Errors = append(t.Errors, leaseError(t, now, ""))
+		if t.Attempt >= t.MaxAttempts {
+			finish(t, model.Failed, now)
+		} else {
+			queueAt(t, now, runAfter)
+		}
+		q.index(t)
+		out = append(out, snapshot(t))
+	}
+	return out, nil
+}
+
+func (q *queue) inspectRequeue(id string, expect uint64) (model.Task, error) {
+	t, err := q.inspected(model.OpInspectRequeue, id, expect)
+	if err != nil {
+		return model.Task{}, err
+	}
+	q.unindex(t)
+	t.Version = q.stamp()
+	t.Attempt = 0
+	t.Result = nil
+	queueAt(t, time.Time{}, time.Time{})
+	q.index(t)
+	return snapshot(t), nil
+}
+
+func (q *queue) remove(id string, expect uint64) (model.Task, error) {
+	t, err := q.inspected(model.OpRemove, id, expect)
+	if err != nil {
+		return model.Task{}, err
+	}
+	q.unindex(t)
+	delete(q.tasks, t.ID)
+	return *t, nil // the store keeps no reference to t's slices any more
+}
+
+func (q *queue) prune(states []model.State, before time.Time, limit int) ([]string, error) {
+	if len(states) == 0 {
+		return nil, invalid("prune: no states")
+	}
+	var want [model.Failed + 1]bool
+	for _, s := range states {
+		if !s.Valid() || !legal[model.OpPrune][s] {
+			return nil, invalid("prune: %v is not a terminal state", s)
+		}
+		want[s] = true
+	}
+	if limit < 0 {
+		return nil, invalid("limit %d < 0", limit)
+	}
+	before = instant(before)
+	var doomed []*model.Task
+	q.finished.Ascend(func(it timeItem) bool {
+		if !it.at.Before(before) {
+			return false
+		}
+		if want[it.t.State] {
+			doomed = append(doomed, it.t)
+		}
+		return limit == 0 || len(doomed) < limit
+	})
+	ids := make([]string, 0, len(doomed))
+	for _, t := range doomed {
+		q.unindex(t)
+		delete(q.tasks, t.ID)
+		ids = append(ids, t.ID)
+	}
+	return ids, nil
+}
+
+func (q *queue) get(id string) (model.Task, error) {
+	t, ok := q.tasks[id]
+	if !ok {
+		return model.Task{}, notFound(id)
+	}
+	return snapshot(t), nil
+}
+
+func (q *queue) list(s model.State, after string, limit int) ([]model.Task, string, error) {
+	if !s.Valid() {
+		return nil, "", invalid("list: state %d", uint8(s))
+	}
+	if limit < 1 || limit > model.MaxBatch {
+		return nil, "", invalid("list: limit %d outside 1..%d", limit, model.MaxBatch)
+	}
+	var out []model.Task
+	next := ""
+	q.byState[s].AscendFrom(idItem{id: after}, func(it idItem) bool {
+		if it.id == after {
+			return true
+		}
+		if len(out) == limit {
+			next = out[len(out)-1].ID
+			return false
+		}
+		out = append(out, snapshot(it.t))
+		return true
+	})
+	return out, next, nil
+}
+
+// --- guards ------------------------------------------------------------------
+
+// claimed checks a worker claim: the task exists, its ClaimToken is the
+// claim's token, and op is legal from its state.
+func (q *queue) claimed(op model.Op, c model.Claim) (*model.Task, error) {
+	if err := validID(c.TaskID); err != nil {
+		return nil, err
+	}
+	if c.Token == 0 {
+		return nil, invalid("claim token 0")
+	}
+	t, ok := q.tasks[c.TaskID]
+	if !ok {
+		return nil, fmt.Errorf("%w: task %q no longer exists", model.ErrStaleClaim, c.TaskID)
+	}
+	if t.ClaimToken != c.Token {
+		return nil, fmt.Errorf("%w: token %d no longer holds task %q", model.ErrStaleClaim, c.Token, c.TaskID)
+	}
+	return t, checkFrom(op, t)
+}
+
+// reaped checks a broker claim: the task exists, its Version is the claim's,
+// and op is legal from its state.
+func (q *queue) reaped(op model.Op, rc model.ReapClaim) (*model.Task, error) {
+	if err := validID(rc.TaskID); err != nil {
+		return nil, err
+	}
+	if rc.Version == 0 {
+		return nil, invalid("reap claim version 0")
+	}
+	t, ok := q.tasks[rc.TaskID]
+	if !ok {
+		return nil, fmt.Errorf("%w: task %q no longer exists", model.ErrStaleClaim, rc.TaskID)
+	}
+	if t.Version != rc.Version {
+		return nil, fmt.Errorf("%w: task %q changed since version %d", model.ErrStaleClaim, rc.TaskID, rc.Version)
+	}
+	return t, checkFrom(op, t)
+}
+
+// inspected checks an operator's action: the task exists, it is at the
+// expected version (if one is given), and op is legal from its state.
+func (q *queue) inspected(op model.Op, id string, expect uint64) (*model.Task, error) {
+	if err := validID(id); err != nil {
+		return nil, err
+	}
+	t, ok := q.tasks[id]
+	if !ok {
+		return nil, notFound(id)
+	}
+	if expect != 0 && t.Version != expect {
+		return nil, fmt.Errorf("%w: task %q is at version %d, not %d", model.ErrConflict, id, t.Version, expect)
+	}
+	return t, checkFrom(op, t)
+}
+
+// --- helpers -----------------------------------------------------------------
+
+// queueAt returns the task to the queue: Scheduled if runAfter is after now,
+// else Ready; the claim and its timestamps are cleared.
+func queueAt(t *model.Task, now, runAfter time.Time) {
+	t.RunAfter = runAfter
+	t.State = model.Ready
+	if runAfter.After(now) {
+		t.State = model.Scheduled
+	}
+	t.ClaimToken = 0
+	t.ClaimedAt = time.Time{}
+	t.Deadline = time.Time{}
+	t.FinishedAt = time.Time{}
+}
+
+// finish moves a Running task to a terminal state.
+func finish(t *model.Task, s model.State, now time.Time) {
+	t.State = s
+	t.FinishedAt = now
+	t.Deadline = time.Time{}
+}
+
+func leaseError(t *model.Task, now time.Time, message string) model.TaskError {
+	if message == "" {
+		message = model.LeaseExpiredMessage
+	}
+	return model.TaskError{Attempt: t.Attempt, At: now, Message: message, LeaseExpired: true}
+}
+
+// snapshot returns a deep copy of t: the caller may keep or change it.
+func snapshot(t *model.Task) model.Task {
+	c := *t
+	c.Payload = bytes.Clone(t.Payload)
+	c.Result = bytes.Clone(t.Result)
+	c.Errors = slices.Clone(t.Errors)
+	return c
+}
+
+// instant returns t as the store keeps it: in UTC, truncated to the
+// microsecond. The zero time stays zero.
+func instant(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC().Truncate(time.Microsecond)
+}
+
+func validID(id string) error {
+	if id == "" || len(id) > model.MaxIDLength {
+		return invalid("task ID %q must have 1..%d bytes", id, model.MaxIDLength)
+	}
+	return nil
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{model.ErrInvalidArgument}, args...)...)
+}
+
+func notFound(id string) error { return fmt.Errorf("%w: %q", model.ErrNotFound, id) }
