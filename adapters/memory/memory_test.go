@@ -508,7 +508,7 @@ func TestTimesAreUTCMicrosecondsAndZeroStaysZero(t *testing.T) {
 // conversion of core's clocks.
 type rawClock struct{ t time.Time }
 
-func (c rawClock) Now() time.Time                     { return c.t }
+func (c rawClock) Now() time.Time                      { return c.t }
 func (c rawClock) NewTimer(d time.Duration) core.Timer { return core.SystemClock{}.NewTimer(d) }
 
 // TestCapacityBoundsPendingTasksOfEachQueue fills one queue, checks the next
