@@ -100,6 +100,8 @@
 // # Clients
 //
 // New takes any go-redis UniversalClient; Open makes a client from a URL
-// (redis://user:password@host:port/db, rediss:// for TLS). Scripts are the
-// only commands the store sends.
+// (redis://user:password@host:port/db, rediss:// for TLS). The store sends
+// nothing but its scripts: EVALSHA, EVAL the first time a server lacks a
+// script, and SCRIPT LOAD from Preload, which spares that first extra round
+// trip.
 package redis

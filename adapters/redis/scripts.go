@@ -64,6 +64,11 @@ var (
 	getScript            = loadScript("get.lua", model.OpGet)
 	listScript           = loadScript("list.lua", model.OpList)
 	countsScript         = loadScript("counts.lua", model.OpCounts)
+
+	allScripts = []*script{enqueueScript, promoteScript, popScript, extendScript,
+		ackScript, failScript, retryScript, claimExpiredScript, requeueScript,
+		finalizeScript, recoverExpiredScript, inspectRequeueScript, removeScript,
+		pruneScript, getScript, listScript, countsScript}
 )
 
 // The return codes of the scripts (lua/lib.lua).

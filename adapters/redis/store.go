@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -139,4 +140,17 @@ func (s *Store) QueueKeys(queue string) map[string]string {
 		out[suffix] = keys[i]
 	}
 	return out
+}
+
+// Preload loads every script into the server's script cache (SCRIPT LOAD; on
+// a Cluster client, into every shard), so that even the first call of each
+// operation takes one round trip. Without it, the first call of an operation
+// on a server that lacks its script takes two (EVALSHA, then EVAL).
+func (s *Store) Preload(ctx context.Context) error {
+	for _, sc := range allScripts {
+		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
+			return fmt.Errorf("leasehold/redis: load %s: %w", sc.name, err)
+		}
+	}
+	return nil
 }
