@@ -184,12 +184,12 @@ func checkOutcome(t *rapid.T, prev, next model.Queue, in model.Input, out model.
 	t.Helper()
 	wantErr, wantState := expectedErr(prev, in)
 	if got := model.Kind(out.Err); got != wantErr {
-		t.Fatalf("%v: error %v, want kind %v", in, out.Err, wantErr)
+		t.Fatalf("%v: error %v, want kind %v", step(in), out.Err, wantErr)
 	}
 	if errors.Is(out.Err, model.ErrInvalidTransition) {
 		te, ok := asTransition(out.Err)
 		if !ok || te.Op != in.Op || te.State != wantState {
-			t.Fatalf("%v: %v, want a *TransitionError naming %v from %v", in, out.Err, in.Op, wantState)
+			t.Fatalf("%v: %v, want a *TransitionError naming %v from %v", step(in), out.Err, in.Op, wantState)
 		}
 	}
 	if out.Err != nil {
@@ -201,7 +201,7 @@ func checkOutcome(t *rapid.T, prev, next model.Queue, in model.Input, out model.
 		p, perr := prev.Get(id)
 		n, nerr := next.Get(id)
 		if nerr != nil {
-			t.Fatalf("%v: task %q missing afterwards", in, id)
+			t.Fatalf("%v: task %q missing afterwards", step(in), id)
 		}
 		touched[id] = true
 		return p, n, perr == nil
@@ -216,7 +216,7 @@ func checkOutcome(t *rapid.T, prev, next model.Queue, in model.Input, out model.
 	switch in.Op {
 	case model.OpGet, model.OpList, model.OpCounts:
 		if next != prev {
-			t.Fatalf("%v returned a new state", in)
+			t.Fatalf("%v returned a new state", step(in))
 		}
 		checkRead(t, prev, in, out)
 
@@ -224,13 +224,13 @@ func checkOutcome(t *rapid.T, prev, next model.Queue, in model.Input, out model.
 		model.OpRequeue, model.OpFinalize, model.OpInspectRequeue:
 		p, n, existed := fields(out.Task.ID)
 		if !n.Equal(out.Task) {
-			t.Fatalf("%v returned %+v, stored %+v", in, out.Task, n)
+			t.Fatalf("%v returned %+v, stored %+v", step(in), out.Task, n)
 		}
 		if next.Seq() != prev.Seq()+1 || n.Version != next.Seq() {
-			t.Fatalf("%v: seq %d -> %d, task version %d: want one new version", in, prev.Seq(), next.Seq(), n.Version)
+			t.Fatalf("%v: seq %d -> %d, task version %d: want one new version", step(in), prev.Seq(), next.Seq(), n.Version)
 		}
 		if existed == (in.Op == model.OpEnqueue) {
-			t.Fatalf("%v: task existed before = %v", in, existed)
+			t.Fatalf("%v: task existed before = %v", step(in), existed)
 		}
 		legal(in.Op, p.State, n.State)
 		checkEffect(t, in, p, n)
@@ -238,7 +238,7 @@ func checkOutcome(t *rapid.T, prev, next model.Queue, in model.Input, out model.
 	case model.OpRemove:
 		p, _ := prev.Get(in.ID)
 		if _, err := next.Get(in.ID); !errors.Is(err, model.ErrNotFound) || !out.Task.Equal(p) || next.Seq() != prev.Seq() {
-			t.Fatalf("%v: returned %+v (was %+v), Get afterwards %v, seq %d -> %d", in, out.Task, p, err, prev.Seq(), next.Seq())
+			t.Fatalf("%v: returned %+v (was %+v), Get afterwards %v, seq %d -> %d", step(in), out.Task, p, err, prev.Seq(), next.Seq())
 		}
 		legal(in.Op, p.State, 0)
 		touched[in.ID] = true
@@ -246,7 +246,7 @@ func checkOutcome(t *rapid.T, prev, next model.Queue, in model.Input, out model.
 	case model.OpPromote, model.OpPop, model.OpClaimExpired, model.OpRecoverExpired, model.OpPrune:
 		want, got := selected(prev, in), outputIDs(in, out)
 		if !slices.Equal(want, got) {
-			t.Fatalf("%v selected %q, want %q", in, got, want)
+			t.Fatalf("%v selected %q, want %q", step(in), got, want)
 		}
 		if in.Op == model.OpPrune {
 			for _, id := range got {
@@ -263,12 +263,12 @@ func checkOutcome(t *rapid.T, prev, next model.Queue, in model.Input, out model.
 			break
 		}
 		if next.Seq() != prev.Seq()+uint64(len(got)) {
-			t.Fatalf("%v touched %d tasks but seq went %d -> %d", in, len(got), prev.Seq(), next.Seq())
+			t.Fatalf("%v touched %d tasks but seq went %d -> %d", step(in), len(got), prev.Seq(), next.Seq())
 		}
 		for i, id := range got {
 			p, n, _ := fields(id)
 			if n.Version != prev.Seq()+uint64(i)+1 {
-				t.Fatalf("%v: %q got version %d, want %d", in, id, n.Version, prev.Seq()+uint64(i)+1)
+				t.Fatalf("%v: %q got version %d, want %d", step(in), id, n.Version, prev.Seq()+uint64(i)+1)
 			}
 			switch in.Op {
 			case model.OpPop:
@@ -299,7 +299,7 @@ func checkOutcome(t *rapid.T, prev, next model.Queue, in model.Input, out model.
 			p, perr := prev.Get(task.ID)
 			n, nerr := next.Get(task.ID)
 			if perr != nil || nerr != nil || !p.Equal(n) {
-				t.Fatalf("%v changed task %q, which it does not name:\nbefore %+v\nafter  %+v", in, task.ID, p, n)
+				t.Fatalf("%v changed task %q, which it does not name:\nbefore %+v\nafter  %+v", step(in), task.ID, p, n)
 			}
 		}
 	}
@@ -311,7 +311,7 @@ func checkEffect(t *rapid.T, in model.Input, p, n model.Task) {
 	t.Helper()
 	now := in.Now
 	fail := func(what string) {
-		t.Fatalf("%v on %q: %s\nbefore %+v\nafter  %+v", in, n.ID, what, p, n)
+		t.Fatalf("%v on %q: %s\nbefore %+v\nafter  %+v", step(in), n.ID, what, p, n)
 	}
 	queued := func(runAfter time.Time) {
 		want := model.Ready
@@ -426,7 +426,7 @@ func checkRead(t *rapid.T, q model.Queue, in model.Input, out model.Output) {
 			want = append(want, task)
 		}
 		if !sameTasks(out.Tasks, want) || out.Next != next {
-			t.Fatalf("%v after %q limit %d: got %d tasks, next %q; want %d, next %q", in, in.After, in.Limit, len(out.Tasks), out.Next, len(want), next)
+			t.Fatalf("%v after %q limit %d: got %d tasks, next %q; want %d, next %q", step(in), in.After, in.Limit, len(out.Tasks), out.Next, len(want), next)
 		}
 	case model.OpCounts:
 		var c model.Counts
