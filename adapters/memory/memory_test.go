@@ -29,6 +29,11 @@ var harness = spec.Harness{
 
 var ctx = context.Background()
 
+// TestConformance runs the conformance suite of package spec: every
+// transition, guard, error kind and ordering rule, and the named seed
+// scenarios, each checked against the model.
+func TestConformance(t *testing.T) { spec.Run(t, harness) }
+
 // --- differential check against the model --------------------------------------
 
 // diff drives the memory store and a spec.ModelStore with the same random
