@@ -90,8 +90,9 @@ type Pass struct {
 
 // Run makes a pass over the broker's queues, then one every interval
 // (WithInterval, measured on the Clock), until ctx is done; then it returns
-// nil. Errors of a pass are logged and counted, not returned. It returns
-// ErrInvalidArgument if the broker is already running.
+// nil. Errors of a pass are logged and counted, not returned, except
+// ErrClosed: once the store is closed Run returns the pass's error. It
+// returns ErrInvalidArgument if the broker is already running.
 func (b *Broker) Run(ctx context.Context) error {
 	if !b.running.CompareAndSwap(false, true) {
 		return fmt.Errorf("%w: broker is already running", ErrInvalidArgument)
@@ -100,6 +101,10 @@ func (b *Broker) Run(ctx context.Context) error {
 	b.logger.InfoContext(ctx, "broker started", "queues", b.queues, "interval", b.interval)
 	for {
 		if _, err := b.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			if errors.Is(err, ErrClosed) {
+				b.logger.ErrorContext(ctx, "the store is closed; the broker stops", "err", err)
+				return err
+			}
 			b.logger.WarnContext(ctx, "broker pass failed", "err", err)
 		}
 		t := b.clock.NewTimer(b.interval)

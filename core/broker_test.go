@@ -289,3 +289,13 @@ func TestNewBrokerRejectsBadOptions(t *testing.T) {
 		t.Errorf("nil store: err = %v", err)
 	}
 }
+
+func TestBrokerRunStopsWhenTheStoreIsClosed(t *testing.T) {
+	clk := core.NewFakeClock(t0)
+	s := newStore(t, clk)
+	b := newBroker(t, s, clk)
+	_ = s.Close()
+	if err := b.Run(context.Background()); !errors.Is(err, core.ErrClosed) {
+		t.Fatalf("Run = %v, want ErrClosed", err)
+	}
+}

@@ -71,6 +71,11 @@ const (
 // tried again at the next beat, a failed decision is not repeated, and the
 // lease lapses so that a Broker decides the task.
 //
+// The delay a retry policy returns is measured from the worker's Clock: the
+// task's run-after time is the worker's now plus the delay. (Only the lease,
+// which the store judges by its own clock, must not depend on the worker's
+// clock; a skewed worker clock shifts a retry by the skew.)
+//
 // A Worker runs once: Run, then Shutdown (or cancel Run's context).
 type Worker struct {
 	common
@@ -100,6 +105,7 @@ type Worker struct {
 	done        chan struct{} // closed: Run returned
 	stopOnce    sync.Once
 	abandonOnce sync.Once
+	runErr      error // set by the fetch loop before it returns
 }
 
 // NewWorker returns a Worker that runs handler on the tasks of the named
@@ -150,7 +156,8 @@ func NewWorker(store Store, queue string, handler Handler, opts ...WorkerOption)
 
 // Run pops and handles tasks until ctx is done or Shutdown is called, and
 // returns nil once every task it claimed is settled and every goroutine it
-// started has returned.
+// started has returned. If the store answers a Pop with ErrClosed, Run stops
+// the same way and returns that error.
 //
 // When ctx is done, Run stops popping and waits for running handlers to
 // finish, recording their outcomes, for at most the shutdown timeout
@@ -191,8 +198,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Lock()
 	w.closed = true
 	w.mu.Unlock()
-	w.logger.InfoContext(base, "worker stopped")
-	return nil
+	w.logger.InfoContext(base, "worker stopped", "err", w.runErr)
+	return w.runErr
 }
 
 // Shutdown stops the worker: it stops popping at once and waits for running
@@ -272,6 +279,12 @@ func (w *Worker) fetch(base context.Context) {
 		}
 		if err != nil {
 			w.stats.storeErrors.Add(1)
+			if errors.Is(err, ErrClosed) {
+				w.logger.ErrorContext(base, "the store is closed; the worker stops", "err", err)
+				w.runErr = fmt.Errorf("leasehold: worker of queue %s: %w", w.queue, err)
+				w.stop()
+				return
+			}
 			w.logger.WarnContext(base, "pop failed", "err", err)
 		}
 		w.stats.popped.Add(int64(len(res.Tasks)))

@@ -621,3 +621,16 @@ func TestWorkerRunsOnceAndRejectsBadOptions(t *testing.T) {
 	}
 	stop()
 }
+
+func TestWorkerRunStopsWhenTheStoreIsClosed(t *testing.T) {
+	clk := core.NewFakeClock(t0)
+	s := newStore(t, clk)
+	w := newWorker(t, s, clk, func(context.Context, core.Claim, core.Task) ([]byte, error) { return nil, nil })
+	_ = s.Close()
+	if err := w.Run(context.Background()); !errors.Is(err, core.ErrClosed) {
+		t.Fatalf("Run = %v, want ErrClosed", err)
+	}
+	if st := w.Stats(); st.StoreErrors != 1 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
