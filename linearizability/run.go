@@ -43,7 +43,7 @@ type Config struct {
 	// negative: never stop early).
 	MaxViolations int
 	// OutDir is where each violation is saved, in a folder of its own
-	// (default: a "leasehold-check" folder in os.TempDir()).
+	// (default: DefaultOutDir()).
 	OutDir string
 	// ExampleHTML, when set, is where the visualization of one passing
 	// history is written (the longest of those with a stale or refused
@@ -120,7 +120,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		cfg.MaxViolations = 1
 	}
 	if cfg.OutDir == "" {
-		cfg.OutDir = filepath.Join(os.TempDir(), "leasehold-check")
+		cfg.OutDir = DefaultOutDir()
 	}
 	if cfg.Name == "" {
 		cfg.Name = "store"
@@ -241,6 +241,10 @@ func exampleInterest(h *History) int {
 	}
 	return min(refused, 4)*100 + len(h.Operations)
 }
+
+// DefaultOutDir is where violations are saved when no folder is given: a
+// "leasehold-check" folder in os.TempDir().
+func DefaultOutDir() string { return filepath.Join(os.TempDir(), "leasehold-check") }
 
 // SaveFailure saves a violation to a new folder under dir: plan.json (nil
 // plan: skipped), history.json (what `leasehold check --replay` reads) and
