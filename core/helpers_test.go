@@ -10,8 +10,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/leasehold/leasehold/adapters/memory"
 	"github.com/leasehold/leasehold/core"
-	"github.com/leasehold/leasehold/spec"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -26,9 +26,10 @@ const guard = 10 * time.Second
 const queue = "jobs"
 
 // newStore returns the store the tests of this package run on, judging time
-// by clk.
+// by clk: the memory adapter (the conformance suite of package spec checks it
+// against the model).
 func newStore(t testing.TB, clk core.Clock) core.Store {
-	s := spec.NewModelStore(clk, 0)
+	s := memory.New(memory.WithClock(clk))
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
