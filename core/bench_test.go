@@ -1,0 +1,58 @@
+package core_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/adapters/memory"
+	"github.com/leasehold/leasehold/core"
+)
+
+// BenchmarkWorker measures the Worker's own cost per task on the memory
+// store: pop (in batches of the free slots), run a handler that does
+// nothing, ack. One op is one task.
+func BenchmarkWorker(b *testing.B) {
+	for _, slots := range []int{1, 8, 64} {
+		b.Run(fmt.Sprintf("slots=%d", slots), func(b *testing.B) {
+			ctx := context.Background()
+			store := memory.New()
+			q, err := core.NewQueue(store, queue)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := range b.N {
+				if _, err := q.Enqueue(ctx, nil, core.WithID(fmt.Sprintf("t%09d", i))); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var handled atomic.Int64
+			done := make(chan struct{})
+			w, err := core.NewWorker(store, queue, func(context.Context, core.Claim, core.Task) ([]byte, error) {
+				if handled.Add(1) == int64(b.N) {
+					close(done)
+				}
+				return nil, nil
+			}, core.WithConcurrency(slots), core.WithPollInterval(time.Millisecond, time.Millisecond))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			ran := make(chan error, 1)
+			go func() { ran <- w.Run(ctx) }()
+			<-done
+			if err := w.Shutdown(ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			if err := <-ran; err != nil {
+				b.Fatal(err)
+			}
+			if st := w.Stats(); st.Acked != int64(b.N) {
+				b.Fatalf("acked %d of %d", st.Acked, b.N)
+			}
+		})
+	}
+}
