@@ -1,6 +1,10 @@
 package spec
 
 import (
+	"flag"
+	"maps"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/leasehold/leasehold/core"
@@ -18,3 +22,71 @@ var modelHarness = Harness{
 }
 
 func TestRunOnTheModel(t *testing.T) { Run(t, modelHarness) }
+
+func TestDifferentialOnTheModel(t *testing.T) { Differential(t, modelHarness) }
+
+// TestDifferentialReachesEveryOutcome checks that the generator of
+// Differential is not blunt: over its sequences, every mutating operation
+// succeeds a fair number of times, claim operations meet stale claims and
+// invalid transitions, bulk operations return tasks, and every error kind
+// turns up.
+//
+// It measures one fixed sample (rapid seed 1), so the counts it requires do
+// not vary from run to run.
+func TestDifferentialReachesEveryOutcome(t *testing.T) {
+	seed := flag.Lookup("rapid.seed")
+	old := seed.Value.String()
+	if err := seed.Value.Set("1"); err != nil {
+		t.Fatal(err)
+	}
+	defer seed.Value.Set(old)
+	seen := map[string]map[string]int{}
+	differential(t, modelHarness, func(desc string, err error) {
+		op, _, _ := strings.Cut(strings.TrimLeft(desc, "+0123456789.µms "), "(")
+		outcome := describeError(err)
+		if err == nil && strings.HasSuffix(desc, "= []") {
+			outcome = "empty"
+		}
+		if seen[op] == nil {
+			seen[op] = map[string]int{}
+		}
+		seen[op][outcome]++
+	})
+	for _, op := range slices.Sorted(maps.Keys(seen)) {
+		t.Logf("%-15s %v", op, seen[op])
+	}
+	atLeast := func(op, outcome string, n int) {
+		t.Helper()
+		if got := seen[op][outcome]; got < n {
+			t.Errorf("%s answered %q %d times, want at least %d", op, outcome, got, n)
+		}
+	}
+	for _, op := range []string{"Enqueue", "Pop", "Extend", "Ack", "Fail", "Retry", "ClaimExpired", "Requeue",
+		"Finalize", "RecoverExpired", "Promote", "InspectRequeue", "Remove", "Prune"} {
+		atLeast(op, "ok", 10)
+		atLeast(op, "invalid argument", 3)
+	}
+	for _, op := range []string{"Extend", "Ack", "Fail", "Retry", "Requeue", "Finalize"} {
+		atLeast(op, "stale claim", 20)
+	}
+	for _, op := range []string{"Ack", "Fail", "Retry", "Extend"} {
+		atLeast(op, "invalid transition ("+op+" from succeeded)", 3)
+		atLeast(op, "invalid transition ("+op+" from failed)", 3)
+	}
+	notRunning := 0
+	for _, op := range []string{"Requeue", "Finalize"} {
+		for outcome, n := range seen[op] {
+			if strings.HasPrefix(outcome, "invalid transition") {
+				notRunning += n
+			}
+		}
+	}
+	if notRunning < 3 {
+		t.Errorf("broker decisions met a task that was not running %d times, want at least 3", notRunning)
+	}
+	atLeast("InspectRequeue", "invalid transition (InspectRequeue from ready)", 3)
+	atLeast("Enqueue", "conflict", 20)
+	atLeast("Enqueue", "queue full", 5)
+	atLeast("Remove", "conflict", 3)
+	atLeast("Remove", "task not found", 3)
+}
