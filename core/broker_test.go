@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -159,7 +160,8 @@ func TestBrokerDropsItsDecisionWhenAnOperatorActedAfterTheClaim(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b := newBroker(t, s, clk, core.WithRetryPolicy(func(core.Task, error) (time.Duration, bool) {
+			var logs logRecorder
+			b := newBroker(t, s, clk, core.WithLogger(slog.New(&logs)), core.WithRetryPolicy(func(core.Task, error) (time.Duration, bool) {
 				if err := act(ins); err != nil {
 					t.Errorf("operator: %v", err)
 				}
@@ -167,6 +169,9 @@ func TestBrokerDropsItsDecisionWhenAnOperatorActedAfterTheClaim(t *testing.T) {
 			}))
 			if p, err := b.RunOnce(context.Background()); err != nil || p.Dropped != 1 || p.Requeued != 0 {
 				t.Fatalf("RunOnce = %+v, %v; want the decision dropped", p, err)
+			}
+			if !logs.has(slog.LevelDebug, "stale decision dropped") {
+				t.Fatalf("no debug record of the dropped decision in %v", logs.messages())
 			}
 			task, err := ins.Get(context.Background(), "t")
 			switch name {
