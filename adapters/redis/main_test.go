@@ -72,3 +72,5 @@ var harness = spec.Harness{
 }
 
 func TestConformance(t *testing.T) { spec.Run(t, harness) }
+
+func TestDifferential(t *testing.T) { spec.Differential(t, harness) }
