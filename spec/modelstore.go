@@ -1,8 +1,10 @@
 package spec
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -62,7 +64,24 @@ func (s *ModelStore) apply(ctx context.Context, queue string, in model.Input) (t
 	if out.Err == nil && (ok || next.Seq() > 0) {
 		s.queues[queue] = next
 	}
+	// The model's snapshots share their slices with its state; a store's
+	// answers belong to the caller.
+	out.Task = cloneTask(out.Task)
+	for i := range out.Tasks {
+		out.Tasks[i] = cloneTask(out.Tasks[i])
+	}
+	for i := range out.ReapClaims {
+		out.ReapClaims[i].Task = cloneTask(out.ReapClaims[i].Task)
+	}
 	return in.Now, out, out.Err
+}
+
+// cloneTask returns a copy of t that shares no slice with it.
+func cloneTask(t model.Task) model.Task {
+	t.Payload = bytes.Clone(t.Payload)
+	t.Result = bytes.Clone(t.Result)
+	t.Errors = slices.Clone(t.Errors)
+	return t
 }
 
 func taskResult(now time.Time, out model.Output, err error) (core.TaskResult, error) {

@@ -31,8 +31,10 @@ func Run(t *testing.T, h Harness) {
 			t.Run(sc.Name, func(t *testing.T) { PlayScenario(t, h, sc) })
 		}
 	})
-	for _, c := range suite {
-		t.Run(c.name, func(t *testing.T) { c.run(newEnv(t, h, c.capacity)) })
+	for _, cases := range [][]suiteCase{suite, inspectorSuite, contractSuite} {
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) { c.run(newEnv(t, h, c.capacity)) })
+		}
 	}
 	for _, c := range concurrentSuite {
 		t.Run(c.name, func(t *testing.T) { c.run(t, h) })
