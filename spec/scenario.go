@@ -450,7 +450,7 @@ func (r *scenarioRun) versionOf(label string) (uint64, bool) {
 func (s Step) String() string {
 	var b strings.Builder
 	if s.Advance > 0 {
-		fmt.Fprintf(&b, "after %v, ", s.Advance)
+		fmt.Fprintf(&b, "after %s, ", humanDuration(s.Advance))
 	}
 	b.WriteString(s.action())
 	if s.Op != 0 {
@@ -481,7 +481,7 @@ func (s Step) action() string {
 	}
 	at := func() {
 		if s.Delay > 0 {
-			fmt.Fprintf(&b, " to run after now+%v", s.Delay)
+			fmt.Fprintf(&b, " to run after now+%s", humanDuration(s.Delay))
 		}
 	}
 	withText := func(what string) {
@@ -518,9 +518,9 @@ func (s Step) action() string {
 		if s.N > 1 {
 			n = fmt.Sprintf(" up to %d tasks", s.N)
 		}
-		fmt.Fprintf(&b, "worker %s pops%s%s with a %v lease", s.Label, n, in, s.Lease)
+		fmt.Fprintf(&b, "worker %s pops%s%s with a %s lease", s.Label, n, in, humanDuration(s.Lease))
 	case model.OpExtend:
-		worker(fmt.Sprintf("extends its lease by %v", s.Lease))
+		worker(fmt.Sprintf("extends its lease to now+%s", humanDuration(s.Lease)))
 	case model.OpAck:
 		worker("acks")
 		withText("result")
@@ -532,7 +532,7 @@ func (s Step) action() string {
 		withText("message")
 		at()
 	case model.OpClaimExpired:
-		fmt.Fprintf(&b, "broker %s claims the expired tasks%s with a %v claim TTL", s.Label, in, s.Lease)
+		fmt.Fprintf(&b, "broker %s claims the expired tasks%s with a %s claim TTL", s.Label, in, humanDuration(s.Lease))
 		limit()
 	case model.OpRequeue:
 		broker("requeues")
@@ -544,7 +544,7 @@ func (s Step) action() string {
 	case model.OpRecoverExpired:
 		fmt.Fprintf(&b, "a broker recovers the expired tasks%s", in)
 		if s.Delay > 0 {
-			fmt.Fprintf(&b, " with a %v retry delay", s.Delay)
+			fmt.Fprintf(&b, " with a %s retry delay", humanDuration(s.Delay))
 		}
 		limit()
 	case model.OpInspectRequeue, model.OpRemove:
@@ -559,7 +559,7 @@ func (s Step) action() string {
 	case model.OpPrune:
 		fmt.Fprintf(&b, "the operator prunes %v tasks%s finished before now", s.States, in)
 		if s.Delay > 0 {
-			fmt.Fprintf(&b, "−%v", s.Delay)
+			fmt.Fprintf(&b, "−%s", humanDuration(s.Delay))
 		}
 		limit()
 	case model.OpGet:

@@ -1,8 +1,10 @@
 package spec
 
 import (
+	"bytes"
 	"flag"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -89,4 +91,30 @@ func TestDifferentialReachesEveryOutcome(t *testing.T) {
 	atLeast("Enqueue", "queue full", 5)
 	atLeast("Remove", "conflict", 3)
 	atLeast("Remove", "task not found", 3)
+}
+
+// TestSpecDocumentIsFresh fails when the committed SPEC.md is not what the
+// model and the scenarios generate.
+func TestSpecDocumentIsFresh(t *testing.T) {
+	committed, err := os.ReadFile("SPEC.md")
+	if err != nil {
+		t.Fatalf("%v: run `make spec` to generate spec/SPEC.md", err)
+	}
+	generated := Document()
+	if bytes.Equal(committed, generated) {
+		return
+	}
+	c, g := strings.Split(string(committed), "\n"), strings.Split(string(generated), "\n")
+	line := 0
+	for line < len(c) && line < len(g) && c[line] == g[line] {
+		line++
+	}
+	var have, want string
+	if line < len(c) {
+		have = c[line]
+	}
+	if line < len(g) {
+		want = g[line]
+	}
+	t.Errorf("spec/SPEC.md is stale: run `make spec` (go generate ./spec) and commit it.\nFirst difference, line %d:\n\tcommitted: %s\n\tgenerated: %s", line+1, have, want)
 }
