@@ -30,6 +30,7 @@ func TestMain(m *testing.M) { redistest.Main(m) }
 //	LEASEHOLD_MODE       fake, real or mixed (default mixed)
 //	LEASEHOLD_FAULTS     1: inject transport faults (default 0)
 //	LEASEHOLD_CLIENTS    most clients in a plan (default 6)
+//	LEASEHOLD_PARALLEL   histories run at once (default twice the CPUs)
 //	LEASEHOLD_SHRINK     0: do not shrink a failing plan (default 1)
 //	LEASEHOLD_OUT        where violations are saved (default $TMPDIR/leasehold-check)
 func budget(t *testing.T, name string, histories int, duration time.Duration) linearizability.Config {
@@ -40,6 +41,7 @@ func budget(t *testing.T, name string, histories int, duration time.Duration) li
 		Duration:  envDuration(t, "LEASEHOLD_DURATION", duration),
 		Seed:      uint64(envInt(t, "LEASEHOLD_SEED", int(time.Now().UnixNano()%1e9))),
 		Clients:   envInt(t, "LEASEHOLD_CLIENTS", 6),
+		Parallel:  envInt(t, "LEASEHOLD_PARALLEL", 0),
 		Faults:    envInt(t, "LEASEHOLD_FAULTS", 0) == 1,
 		OutDir:    os.Getenv("LEASEHOLD_OUT"),
 		TimeMode:  linearizability.MixedTime,

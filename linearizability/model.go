@@ -369,7 +369,7 @@ func describeOp(in *Input, out *Output, epoch time.Time) string {
 		res = append(res, "next="+out.Next)
 	}
 	if len(res) == 0 {
-		res = append(res, "ok (none)")
+		res = append(res, "none")
 	}
 	return call + " → " + strings.Join(res, "; ")
 }

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -49,7 +52,11 @@ type Config struct {
 	// history is written (the longest of those with a stale or refused
 	// decision), so a newcomer can see what was checked.
 	ExampleHTML string
-	// Progress, when set, is called after each history.
+	// Parallel is the number of histories run at once, each on its own
+	// backend (default DefaultParallel()).
+	Parallel int
+	// Progress, when set, is called after each history, from the goroutine
+	// that called Run.
 	Progress func(Progress)
 	// Logf, when set, receives a line for each violation.
 	Logf func(format string, args ...any)
@@ -78,8 +85,8 @@ type Report struct {
 	// stale_claim", "Pop empty", "Requeue ?" for an indeterminate one): what
 	// the histories exercised.
 	Outcomes map[string]int
-	Elapsed       time.Duration
-	Failures      []Failure
+	Elapsed  time.Duration
+	Failures []Failure
 	// Example is the path of the visualization written to
 	// Config.ExampleHTML, "" if none was.
 	Example string
@@ -95,8 +102,8 @@ type Failure struct {
 	// ("" if saving failed; SaveError says why).
 	Dir       string
 	SaveError error
-	// After is the number of histories run before this one; Elapsed the
-	// time since the run started when it was found.
+	// After is the index of the history in the run (its seed less the
+	// run's); Elapsed the time since the run started when it was found.
 	After   int
 	Elapsed time.Duration
 }
@@ -104,8 +111,9 @@ type Failure struct {
 // Run draws plans with rapid, executes each against a fresh backend,
 // checks every history with porcupine, and saves each violation (its plan,
 // its history as JSON, and porcupine's visualization) to a folder of its own.
-// It returns an error only when the harness itself fails (the backend cannot
-// be made, a store panics) or ctx ends; violations are in the report.
+// Up to Config.Parallel histories run at once, each on its own backend. It
+// returns an error only when the harness itself fails (the backend cannot be
+// made, a store panics) or ctx ends; violations are in the report.
 func Run(ctx context.Context, cfg Config) (Report, error) {
 	if cfg.Factory == nil {
 		return Report{}, errors.New("linearizability: Config.Factory is required")
@@ -125,31 +133,85 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if cfg.Name == "" {
 		cfg.Name = "store"
 	}
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = DefaultParallel()
+	}
 	gen := Plans(PlanOptions{Mode: cfg.TimeMode, MaxClients: cfg.Clients, Faults: cfg.Faults})
-	rep := Report{Adapter: cfg.Name, Outcomes: map[string]int{}}
 	start := time.Now()
-	var example *History
-	var exampleVerdict Verdict
+
+	// Workers take the next history index until the budget is spent or
+	// the run is stopped.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var mu sync.Mutex
+	issued, stopped := 0, false
+	next := func() (int, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped || ctx.Err() != nil || cfg.Histories > 0 && issued >= cfg.Histories ||
+			cfg.Duration > 0 && time.Since(start) >= cfg.Duration {
+			return 0, false
+		}
+		issued++
+		return issued - 1, true
+	}
+	stop := func() {
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+	}
+	type result struct {
+		i       int
+		seed    uint64
+		plan    *Plan
+		h       *History
+		v       Verdict
+		runTime time.Duration
+		err     error
+	}
+	results := make(chan result)
+	var wg sync.WaitGroup
+	for range cfg.Parallel {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i, ok := next()
+				if !ok {
+					return
+				}
+				r := result{i: i, seed: cfg.Seed + uint64(i)}
+				r.plan = gen.Example(int(r.seed))
+				t0 := time.Now()
+				r.h, r.err = Execute(ctx, r.plan, cfg.Factory)
+				r.runTime = time.Since(t0)
+				if r.err == nil {
+					r.h.Adapter, r.h.Seed = cfg.Name, r.seed
+					r.v = Check(r.h, cfg.CheckTimeout)
+				}
+				results <- r
+			}
+		}()
+	}
+	go func() {
+		wg.Wait()
+		close(results)
+	}()
+
+	rep := Report{Adapter: cfg.Name, Outcomes: map[string]int{}}
+	var firstErr error
+	var example result
 	exampleScore := -1
-	for i := 0; ; i++ {
-		if cfg.Histories > 0 && i >= cfg.Histories || cfg.Duration > 0 && time.Since(start) >= cfg.Duration {
-			break
+	for r := range results {
+		rep.RunTime += r.runTime
+		if r.err != nil {
+			if firstErr == nil && ctx.Err() == nil {
+				firstErr = fmt.Errorf("history %d (seed %d): %w", r.i, r.seed, r.err)
+			}
+			stop()
+			continue
 		}
-		if err := ctx.Err(); err != nil {
-			rep.Elapsed = time.Since(start)
-			return rep, err
-		}
-		seed := cfg.Seed + uint64(i)
-		plan := gen.Example(int(seed))
-		t0 := time.Now()
-		h, err := Execute(ctx, plan, cfg.Factory)
-		rep.RunTime += time.Since(t0)
-		if err != nil {
-			rep.Elapsed = time.Since(start)
-			return rep, fmt.Errorf("history %d (seed %d): %w", i, seed, err)
-		}
-		h.Adapter, h.Seed = cfg.Name, seed
-		v := Check(h, cfg.CheckTimeout)
+		h, v := r.h, r.v
 		rep.CheckTime += v.Elapsed
 		rep.MaxCheck = max(rep.MaxCheck, v.Elapsed)
 		rep.Histories++
@@ -163,34 +225,45 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			if v.Result == porcupine.Unknown {
 				rep.Unknown++
 			}
-			f := Failure{Seed: seed, Result: v.Result, Plan: plan, History: h, After: i, Elapsed: time.Since(start)}
-			f.Dir, f.SaveError = SaveFailure(cfg.OutDir, h, plan, v)
+			f := Failure{Seed: r.seed, Result: v.Result, Plan: r.plan, History: h, After: r.i, Elapsed: time.Since(start)}
+			f.Dir, f.SaveError = SaveFailure(cfg.OutDir, h, r.plan, v)
 			if cfg.Logf != nil {
-				cfg.Logf("%s: history %d (seed %d) is %s: %d operations; %s", cfg.Name, i, seed, v.Result, len(h.Operations), f.where())
+				cfg.Logf("%s: history %d (seed %d) is %s: %d operations; %s", cfg.Name, r.i, r.seed, v.Result, len(h.Operations), f.where())
 			}
 			rep.Failures = append(rep.Failures, f)
+			if cfg.MaxViolations > 0 && rep.Violations >= cfg.MaxViolations {
+				stop()
+			}
 		} else if cfg.ExampleHTML != "" {
-			if s := exampleInterest(h); s > exampleScore {
-				example, exampleVerdict, exampleScore = h, v, s
+			if s := exampleInterest(h); s > exampleScore || s == exampleScore && r.i < example.i {
+				example, exampleScore = r, s
 			}
 		}
 		if cfg.Progress != nil {
 			cfg.Progress(Progress{Histories: rep.Histories, Operations: rep.Operations, Violations: rep.Violations, Elapsed: time.Since(start)})
 		}
-		if cfg.MaxViolations > 0 && rep.Violations >= cfg.MaxViolations {
-			break
-		}
 	}
-	if example != nil {
+	slices.SortFunc(rep.Failures, func(a, b Failure) int { return a.After - b.After })
+	if example.h != nil {
 		if err := os.MkdirAll(filepath.Dir(cfg.ExampleHTML), 0o755); err == nil {
-			if WriteVisualization(example, exampleVerdict, cfg.ExampleHTML) == nil {
+			if WriteVisualization(example.h, example.v, cfg.ExampleHTML) == nil {
 				rep.Example = cfg.ExampleHTML
 			}
 		}
 	}
 	rep.Elapsed = time.Since(start)
-	return rep, nil
+	if firstErr == nil {
+		firstErr = ctx.Err()
+	}
+	return rep, firstErr
 }
+
+// DefaultParallel is the number of histories Run runs at once by default:
+// one per usable CPU, at least 2 (a RealTime history spends most of its
+// time waiting for leases to lapse). More does not pay: measured under
+// -race on 2 CPUs, 2 at once ran 1.8 times as many histories as 1, and 4 or
+// 8 fewer than 2.
+func DefaultParallel() int { return max(2, runtime.GOMAXPROCS(0)) }
 
 // outcome names an operation's op and outcome, for Report.Outcomes.
 func outcome(op Operation) string {

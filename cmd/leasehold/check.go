@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/leasehold/leasehold/linearizability"
+	"github.com/leasehold/leasehold/linearizability/backends"
+)
+
+// checkFlags are the flags of `leasehold check`.
+type checkFlags struct {
+	histories    int
+	duration     time.Duration
+	seed         uint64
+	clients      int
+	mode         string
+	faults       bool
+	parallel     int
+	memory       bool
+	redis        string
+	out          string
+	replay       string
+	checkTimeout time.Duration
+	keepGoing    bool
+	progress     string
+}
+
+func parseCheckFlags(args []string, stderr io.Writer) (*checkFlags, error) {
+	f := &checkFlags{}
+	fs := flag.NewFlagSet("leasehold check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&f.histories, "histories", 0, "stop after `N` histories per adapter (0: run for --duration)")
+	fs.DurationVar(&f.duration, "duration", 0, "stop after this long per adapter (default 10s when --histories is not set)")
+	fs.Uint64Var(&f.seed, "seed", 0, "seed of the first history; history i uses seed+i (default: from the clock)")
+	fs.IntVar(&f.clients, "clients", 6, "most clients in one history (producer, worker, broker, then drawn roles)")
+	fs.StringVar(&f.mode, "mode", "mixed", "time: fake (a clock the plan advances), real (leases of a few ms), or mixed")
+	fs.BoolVar(&f.faults, "faults", true, "inject transport faults: some operations become indeterminate")
+	fs.IntVar(&f.parallel, "parallel", 0, "histories run at once (default: one per CPU, at least 2)")
+	fs.BoolVar(&f.memory, "memory", false, "check the memory adapter too (it is checked by default when no other adapter is named)")
+	fs.StringVar(&f.redis, "redis", "", "check the Redis adapter on the server at `URL` (redis://host:port/db); keys go under a prefix that is deleted afterwards")
+	fs.StringVar(&f.out, "out", "", "`folder` for violations and the example visualization (default "+linearizability.DefaultOutDir()+")")
+	fs.StringVar(&f.replay, "replay", "", "check the saved history `FILE` (a history.json of a violation) again and exit")
+	fs.DurationVar(&f.checkTimeout, "check-timeout", 10*time.Second, "give up checking one history after this long (an Unknown verdict counts as a violation)")
+	fs.BoolVar(&f.keepGoing, "keep-going", false, "do not stop at the first violation")
+	fs.StringVar(&f.progress, "progress", "auto", "progress display: bar, lines, none, or auto (a bar on a terminal)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: leasehold check [flags]\n       leasehold check --replay FILE\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if f.histories < 0 || f.duration < 0 {
+		return nil, errors.New("--histories and --duration must not be negative")
+	}
+	if f.histories == 0 && f.duration == 0 {
+		f.duration = 10 * time.Second
+	}
+	if f.seed == 0 {
+		f.seed = uint64(time.Now().UnixNano() % 1e9)
+	}
+	if f.out == "" {
+		f.out = linearizability.DefaultOutDir()
+	}
+	return f, nil
+}
+
+// adapter is one store under check.
+type adapter struct {
+	name    string
+	factory linearizability.Factory
+}
+
+func check(args []string, stdout, stderr io.Writer) int {
+	f, err := parseCheckFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "leasehold check: %v\n", err)
+		return 2
+	}
+	if f.replay != "" {
+		return replay(f, stdout, stderr)
+	}
+	mode, err := linearizability.ParseTimeMode(f.mode)
+	if err != nil {
+		fmt.Fprintf(stderr, "leasehold check: %v\n", err)
+		return 2
+	}
+	var adapters []adapter
+	if f.memory || f.redis == "" {
+		adapters = append(adapters, adapter{"memory", backends.Memory()})
+	}
+	if f.redis != "" {
+		rf, err := backends.Redis(f.redis)
+		if err != nil {
+			fmt.Fprintf(stderr, "leasehold check: %v\n", err)
+			return 2
+		}
+		adapters = append(adapters, adapter{"redis", rf})
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	budget := fmt.Sprintf("%d histories", f.histories)
+	switch {
+	case f.histories == 0:
+		budget = f.duration.String()
+	case f.duration > 0:
+		budget += " or " + f.duration.String()
+	}
+	fmt.Fprintf(stdout, "leasehold check: %s time, seed %d, up to %d clients, %s per adapter, faults %v\n",
+		mode, f.seed, f.clients, budget, f.faults)
+
+	var reports []linearizability.Report
+	status := 0
+	for _, a := range adapters {
+		show := newProgress(f.progress, stderr, a.name, f.histories, f.duration)
+		cfg := linearizability.Config{
+			Name: a.name, Factory: a.factory, Histories: f.histories, Duration: f.duration,
+			Seed: f.seed, TimeMode: mode, Clients: f.clients, Faults: f.faults, Parallel: f.parallel,
+			CheckTimeout: f.checkTimeout, OutDir: f.out,
+			ExampleHTML: filepath.Join(f.out, "example-"+a.name+".html"),
+			Progress:    show.update,
+			Logf:        func(format string, args ...any) { show.println(fmt.Sprintf(format, args...)) },
+		}
+		if f.keepGoing {
+			cfg.MaxViolations = -1
+		}
+		rep, err := linearizability.Run(ctx, cfg)
+		show.done()
+		reports = append(reports, rep)
+		if err != nil {
+			fmt.Fprintf(stderr, "leasehold check: %s: %v\n", a.name, err)
+			status = 2
+			break
+		}
+		if rep.Violations > 0 && status == 0 {
+			status = 1
+		}
+	}
+	summary(stdout, reports)
+	return status
+}
+
+// summary prints a table of the reports, each violation, and the example.
+func summary(w io.Writer, reports []linearizability.Report) {
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "adapter\thistories\toperations\tindeterminate\tviolations\tchecking\tslowest check\twall time\t")
+	for _, r := range reports {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%v\t%v\t%v\t\n", r.Adapter, r.Histories, r.Operations, r.Indeterminate,
+			r.Violations, r.CheckTime.Round(time.Millisecond), r.MaxCheck.Round(100*time.Microsecond), r.Elapsed.Round(100*time.Millisecond))
+	}
+	tw.Flush()
+	for _, r := range reports {
+		for _, f := range r.Failures {
+			fmt.Fprintf(w, "\nVIOLATION %s: history %d, seed %d, %s (%d operations)\n", r.Adapter, f.After, f.Seed, f.Result, len(f.History.Operations))
+			if f.Result == porcupine.Unknown {
+				fmt.Fprintln(w, "  the check ran out of time: raise --check-timeout to get a verdict")
+			}
+			if f.SaveError != nil {
+				fmt.Fprintf(w, "  not saved: %v\n", f.SaveError)
+				continue
+			}
+			fmt.Fprintf(w, "  saved to   %s\n", f.Dir)
+			fmt.Fprintf(w, "  open       %s\n", filepath.Join(f.Dir, "history.html"))
+			fmt.Fprintf(w, "  replay     leasehold check --replay %s\n", filepath.Join(f.Dir, "history.json"))
+			fmt.Fprintf(w, "  rerun      leasehold check --seed %d --histories 1 --mode %s --faults=%v\n", f.Seed, f.Plan.Mode, hasFaults(f.Plan))
+		}
+	}
+	for _, r := range reports {
+		if r.Example != "" {
+			fmt.Fprintf(w, "\nwhat was checked (%s): one history, as porcupine linearized it: %s\n", r.Adapter, r.Example)
+		}
+	}
+}
+
+func hasFaults(p *linearizability.Plan) bool {
+	for _, c := range p.Clients {
+		for _, r := range c.Rounds {
+			for _, s := range r {
+				if s.Fault != linearizability.NoFault {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// replay checks a saved history again and writes its visualization.
+func replay(f *checkFlags, stdout, stderr io.Writer) int {
+	h, err := linearizability.LoadHistory(f.replay)
+	if err != nil {
+		fmt.Fprintf(stderr, "leasehold check: %v\n", err)
+		return 2
+	}
+	v := linearizability.Check(h, f.checkTimeout)
+	html := strings.TrimSuffix(f.replay, filepath.Ext(f.replay)) + "-replay.html"
+	if err := linearizability.WriteVisualization(h, v, html); err != nil {
+		fmt.Fprintf(stderr, "leasehold check: %v\n", err)
+		html = ""
+	}
+	fmt.Fprintf(stdout, "%s: %s history of %d operations (%d indeterminate), seed %d, %s time: %s (checked in %v)\n",
+		f.replay, h.Adapter, len(h.Operations), h.Indeterminate(), h.Seed, h.Mode, v.Result, v.Elapsed.Round(time.Microsecond))
+	if html != "" {
+		fmt.Fprintf(stdout, "visualization: %s\n", html)
+	}
+	if !v.OK() {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/leasehold/leasehold/adapters/redis"
+	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/model"
+)
+
+// openStore opens the store an inspect command looks into.
+var openStore = func(redisURL, prefix string) (core.Store, error) {
+	if redisURL == "" {
+		return nil, errors.New("name a store: --redis URL")
+	}
+	var opts []redis.Option
+	if prefix != "" {
+		opts = append(opts, redis.WithPrefix(prefix))
+	}
+	return redis.Open(redisURL, opts...)
+}
+
+func inspect(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("leasehold inspect", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	redisURL := fs.String("redis", "", "the Redis store at `URL` (redis://host:port/db)")
+	prefix := fs.String("prefix", "", "the Redis store's key prefix (default "+redis.DefaultPrefix+")")
+	queue := fs.String("queue", "default", "the `queue` to look into")
+	after := fs.String("after", "", "list: start after this task `ID`")
+	limit := fs.Int("limit", 50, "list: at most `N` tasks")
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: leasehold inspect [flags] counts | list STATE | get ID\n\nSTATE is one of scheduled, ready, running, succeeded, failed.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	cmd := fs.Args()
+	if len(cmd) == 0 {
+		fs.Usage()
+		return 2
+	}
+	s, err := openStore(*redisURL, *prefix)
+	if err != nil {
+		fmt.Fprintf(stderr, "leasehold inspect: %v\n", err)
+		return 2
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	var out any
+	switch {
+	case cmd[0] == "counts" && len(cmd) == 1:
+		out, err = s.Counts(ctx, core.CountsParams{Queue: *queue})
+	case cmd[0] == "list" && len(cmd) == 2:
+		var state model.State
+		if state, err = model.ParseState(cmd[1]); err == nil {
+			out, err = s.List(ctx, core.ListParams{Queue: *queue, State: state, After: *after, Limit: *limit})
+		}
+	case cmd[0] == "get" && len(cmd) == 2:
+		out, err = s.Get(ctx, core.GetParams{Queue: *queue, ID: cmd[1]})
+	default:
+		fs.Usage()
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "leasehold inspect: %v\n", err)
+		return 1
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			fmt.Fprintf(stderr, "leasehold inspect: %v\n", err)
+			return 2
+		}
+		return 0
+	}
+	printInspection(stdout, out)
+	return 0
+}
+
+func printInspection(w io.Writer, out any) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	defer tw.Flush()
+	switch v := out.(type) {
+	case core.Counts:
+		fmt.Fprintln(tw, "scheduled\tready\trunning\tsucceeded\tfailed\ttotal")
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\n", v.Scheduled, v.Ready, v.Running, v.Succeeded, v.Failed, v.Total())
+	case core.ListResult:
+		fmt.Fprintln(tw, "id\tstate\tpriority\tattempt\tversion\ttoken\tenqueued\tdeadline\terrors")
+		for _, t := range v.Tasks {
+			fmt.Fprintf(tw, "%s\t%v\t%d\t%d/%d\t%d\t%d\t%s\t%s\t%d\n", t.ID, t.State, t.Priority, t.Attempt, t.MaxAttempts,
+				t.Version, t.ClaimToken, stamp(t.EnqueuedAt), stamp(t.Deadline), len(t.Errors))
+		}
+		if v.Next != "" {
+			fmt.Fprintf(tw, "(more: --after %s)\n", v.Next)
+		}
+	case core.Task:
+		row := func(k string, v any) { fmt.Fprintf(tw, "%s\t%v\n", k, v) }
+		row("queue", v.Queue)
+		row("id", v.ID)
+		row("state", v.State)
+		row("priority", v.Priority)
+		row("attempt", fmt.Sprintf("%d of %d", v.Attempt, v.MaxAttempts))
+		row("version", v.Version)
+		row("claim token", v.ClaimToken)
+		row("enqueued", stamp(v.EnqueuedAt))
+		row("run after", stamp(v.RunAfter))
+		row("claimed", stamp(v.ClaimedAt))
+		row("deadline", stamp(v.Deadline))
+		row("finished", stamp(v.FinishedAt))
+		row("payload", fmt.Sprintf("%q", v.Payload))
+		row("result", fmt.Sprintf("%q", v.Result))
+		for i, e := range v.Errors {
+			kind := "handler"
+			if e.LeaseExpired {
+				kind = "lease expired"
+			}
+			row(fmt.Sprintf("error %d", i+1), fmt.Sprintf("attempt %d at %s (%s): %s", e.Attempt, stamp(e.At), kind, e.Message))
+		}
+	}
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}

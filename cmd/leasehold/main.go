@@ -1,0 +1,65 @@
+// Command leasehold checks leasehold's stores for linearizability and looks
+// into a store's queues.
+//
+//	leasehold check [flags]            run the linearizability harness (the main job)
+//	leasehold check --replay FILE      check a saved history again, offline
+//	leasehold inspect [flags] counts   the number of tasks in each state
+//	leasehold inspect [flags] list STATE
+//	leasehold inspect [flags] get ID
+//
+// `leasehold check` draws concurrent plans with rapid (producers, workers,
+// brokers and an inspector, with stalls and clock advances), runs each
+// against a fresh store, records every call and return, and checks each
+// history with porcupine against the model in package model. By default it
+// runs the in-process memory adapter for 10 seconds; --redis URL checks a
+// Redis server instead (add --memory to check both). On a violation it
+// saves the plan, the history and porcupine's visualization to a folder,
+// prints the folder and the seed, and exits with status 1. Either way it
+// writes the visualization of one passing history, so a newcomer can see
+// what was checked.
+//
+// Run `leasehold check -h` or `leasehold inspect -h` for the flags.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run runs the command line args and returns the exit status: 0 success,
+// 1 a violation (or a replayed history that is not linearizable), 2 a usage
+// or harness error.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "check":
+		return check(args[1:], stdout, stderr)
+	case "inspect":
+		return inspect(args[1:], stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		usage(stdout)
+		return 0
+	}
+	fmt.Fprintf(stderr, "leasehold: unknown command %q\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage:
+  leasehold check [flags]           check the stores for linearizability (memory adapter by default)
+  leasehold check --replay FILE     check a saved history.json again
+  leasehold inspect [flags] counts|list STATE|get ID
+                                    look into a queue of a Redis or SQLite store
+
+Run "leasehold check -h" or "leasehold inspect -h" for the flags.
+`)
+}

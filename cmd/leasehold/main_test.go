@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/adapters/redis"
+	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/internal/redistest"
+	"github.com/leasehold/leasehold/linearizability"
+	"github.com/leasehold/leasehold/linearizability/backends"
+	"github.com/leasehold/leasehold/model"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+func runCmd(t *testing.T, args ...string) (status int, stdout, stderr string) {
+	t.Helper()
+	var o, e bytes.Buffer
+	status = run(args, &o, &e)
+	return status, o.String(), e.String()
+}
+
+func TestCheckRunsTheMemoryAdapterAndSummarises(t *testing.T) {
+	out := t.TempDir()
+	status, stdout, stderr := runCmd(t, "check", "--histories", "200", "--seed", "7", "--progress", "lines", "--out", out)
+	if status != 0 {
+		t.Fatalf("status %d\n%s\n%s", status, stdout, stderr)
+	}
+	for _, want := range []string{"seed 7", "adapter", "memory", "what was checked (memory)"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	if !strings.Contains(stderr, "memory: 200 histories") {
+		t.Errorf("the progress lines do not end with the total:\n%s", stderr)
+	}
+	html, err := os.ReadFile(filepath.Join(out, "example-memory.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(html, []byte("Enqueue(")) {
+		t.Error("the example visualization shows no Enqueue")
+	}
+}
+
+func TestCheckRunsRedis(t *testing.T) {
+	url := redistest.URL(t)
+	status, stdout, stderr := runCmd(t, "check", "--redis", url, "--memory", "--histories", "40", "--progress", "none", "--out", t.TempDir())
+	if status != 0 {
+		t.Fatalf("status %d\n%s\n%s", status, stdout, stderr)
+	}
+	for _, want := range []string{"memory", "redis"} {
+		if !strings.Contains(stdout, "  "+want+"  ") && !strings.Contains(stdout, " "+want+" ") {
+			t.Errorf("no %s row in the summary:\n%s", want, stdout)
+		}
+	}
+}
+
+// savedHistory runs one plan on the memory adapter and saves its history;
+// spoil, when set, changes an answer first.
+func savedHistory(t *testing.T, spoil bool) string {
+	t.Helper()
+	gen := linearizability.Plans(linearizability.PlanOptions{Mode: linearizability.FakeTime})
+	for seed := 0; ; seed++ {
+		plan := gen.Example(seed)
+		h, err := linearizability.Execute(context.Background(), plan, backends.Memory())
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Adapter = "memory"
+		popped := -1
+		for i, op := range h.Operations {
+			if op.Input.Op == model.OpPop && len(op.Output.Tasks) > 0 {
+				popped = i
+				break
+			}
+		}
+		if popped < 0 {
+			continue
+		}
+		if spoil { // the pop hands out a token the model never would
+			h.Operations[popped].Output.Tasks[0].ClaimToken += 100
+		}
+		dir, err := linearizability.SaveFailure(t.TempDir(), h, plan, linearizability.Check(h, time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return filepath.Join(dir, "history.json")
+	}
+}
+
+func TestReplayChecksASavedHistoryAgain(t *testing.T) {
+	good := savedHistory(t, false)
+	status, stdout, stderr := runCmd(t, "check", "--replay", good)
+	if status != 0 || !strings.Contains(stdout, ": Ok") {
+		t.Errorf("good history: status %d\n%s\n%s", status, stdout, stderr)
+	}
+	bad := savedHistory(t, true)
+	status, stdout, stderr = runCmd(t, "check", "--replay", bad)
+	if status != 1 || !strings.Contains(stdout, ": Illegal") {
+		t.Errorf("spoilt history: status %d\n%s\n%s", status, stdout, stderr)
+	}
+	if _, err := os.Stat(strings.TrimSuffix(bad, ".json") + "-replay.html"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestBadUsageExitsWithTwo(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"frobnicate"},
+		{"check", "--mode", "sideways"},
+		{"check", "--histories", "-1"},
+		{"check", "stray"},
+		{"check", "--replay", filepath.Join(t.TempDir(), "missing.json")},
+		{"inspect", "counts"},
+	} {
+		if status, _, _ := runCmd(t, args...); status != 2 {
+			t.Errorf("%q: status %d, want 2", args, status)
+		}
+	}
+}
+
+func TestInspectShowsARedisQueue(t *testing.T) {
+	url := redistest.URL(t)
+	prefix := "inspect-test:"
+	s, err := redis.Open(url, redis.WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	for _, id := range []string{"a", "b"} {
+		if _, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "jobs", EnqueueArgs: model.EnqueueArgs{ID: id, Payload: []byte("p-" + id), MaxAttempts: 2}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Pop(ctx, core.PopParams{Queue: "jobs", Lease: time.Minute, N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"inspect", "--redis", url, "--prefix", prefix, "--queue", "jobs"}
+	status, stdout, stderr := runCmd(t, append(base, "counts")...)
+	if status != 0 || !strings.Contains(stdout, "scheduled  ready  running") || !strings.Contains(stdout, "0          1      1") {
+		t.Errorf("counts: status %d\n%s\n%s", status, stdout, stderr)
+	}
+	status, stdout, stderr = runCmd(t, append(base, "list", "ready")...)
+	if status != 0 || !strings.Contains(stdout, "b ") || strings.Contains(stdout, "a ") {
+		t.Errorf("list ready: status %d\n%s\n%s", status, stdout, stderr)
+	}
+	status, stdout, stderr = runCmd(t, append(base, "--json", "get", "a")...)
+	if status != 0 || !strings.Contains(stdout, `"State": "running"`) {
+		t.Errorf("get a: status %d\n%s\n%s", status, stdout, stderr)
+	}
+	if status, _, _ := runCmd(t, append(base, "get", "zz")...); status != 1 {
+		t.Errorf("get of a missing task: status %d, want 1", status)
+	}
+	if status, _, _ := runCmd(t, append(base, "list", "sideways")...); status != 1 {
+		t.Errorf("list of an unknown state: status %d, want 1", status)
+	}
+}
