@@ -117,12 +117,11 @@ func (t *btree[T]) Delete(x T) bool {
 	if removed {
 		t.size--
 	}
-	if len(t.root.items) == 0 {
-		if t.root.kids == nil {
-			t.root = nil
-		} else {
-			t.root = t.root.kids[0]
-		}
+	// An emptied root leaf stays, with its capacity: a set that keeps
+	// emptying and filling (the running tasks of a quiet queue) then does not
+	// allocate.
+	if len(t.root.items) == 0 && t.root.kids != nil {
+		t.root = t.root.kids[0]
 	}
 	return removed
 }

@@ -29,8 +29,8 @@ func verify[T any](t *btree[T]) ([]T, error) {
 		if !root && (len(n.items) < t.degree-1 || len(n.items) > t.maxItems()) {
 			return fmt.Errorf("node at depth %d holds %d items (degree %d)", depth, len(n.items), t.degree)
 		}
-		if root && len(n.items) == 0 {
-			return fmt.Errorf("empty root")
+		if root && len(n.items) == 0 && (n.kids != nil || t.size != 0) {
+			return fmt.Errorf("empty root of a tree of %d items", t.size)
 		}
 		if n.kids == nil {
 			if leafDepth == -1 {
@@ -109,8 +109,11 @@ func TestBTreeMatchesASortedSetUnderRandomOperations(t *testing.T) {
 			for k := range ref {
 				tr.Delete(k)
 			}
-			if tr.Len() != 0 || tr.root != nil {
-				t.Fatalf("emptied tree: len %d, root %v", tr.Len(), tr.root)
+			if tr.Len() != 0 || tr.root == nil || len(tr.root.items) != 0 || tr.root.kids != nil {
+				t.Fatalf("emptied tree: len %d, root %+v", tr.Len(), tr.root)
+			}
+			if _, err := verify(tr); err != nil {
+				t.Fatal(err)
 			}
 			if _, ok := tr.Min(); ok {
 				t.Fatal("Min of an empty tree reports an item")

@@ -34,6 +34,10 @@ var ctx = context.Background()
 // scenarios, each checked against the model.
 func TestConformance(t *testing.T) { spec.Run(t, harness) }
 
+// TestDifferential runs the rapid state-machine test of package spec: random
+// sequences of operations on the memory store and on the model, side by side.
+func TestDifferential(t *testing.T) { spec.Differential(t, harness) }
+
 // --- differential check against the model --------------------------------------
 
 // diff drives the memory store and a spec.ModelStore with the same random

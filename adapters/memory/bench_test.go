@@ -1,0 +1,184 @@
+package memory
+
+import (
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/model"
+)
+
+// benchSizes are the queue sizes the benchmarks compare: the cost of an
+// operation should grow with log n only.
+var benchSizes = []int{1_000, 1_000_000}
+
+// cached holds the stores benchmarks build once per process and share: the
+// cycles they measure leave a store as they found it.
+var cached = struct {
+	sync.Mutex
+	stores map[string]*Store
+}{stores: map[string]*Store{}}
+
+func cachedStore(b *testing.B, key string, build func() (*Store, error)) *Store {
+	cached.Lock()
+	defer cached.Unlock()
+	if s, ok := cached.stores[key]; ok {
+		return s
+	}
+	s, err := build()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cached.stores[key] = s
+	return s
+}
+
+// fill enqueues size tasks with a 64-byte payload into queue "bench".
+func fill(s *Store, size int) error {
+	payload := make([]byte, 64)
+	for i := range size {
+		_, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "bench", EnqueueArgs: model.EnqueueArgs{
+			ID: "task-" + strconv.Itoa(i), Payload: payload, MaxAttempts: 3,
+		}})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readyStore returns a store whose queue "bench" holds size Ready tasks.
+func readyStore(b *testing.B, size int) *Store {
+	return cachedStore(b, fmt.Sprintf("ready/%d", size), func() (*Store, error) {
+		s := New(WithClock(core.NewFakeClock(epoch)))
+		return s, fill(s, size)
+	})
+}
+
+// runningStore returns a store whose queue "bench" holds size Running tasks,
+// and its clock.
+func runningStore(b *testing.B, size int) (*Store, *core.FakeClock) {
+	clock := core.NewFakeClock(epoch)
+	s := cachedStore(b, fmt.Sprintf("running/%d", size), func() (*Store, error) {
+		s := New(WithClock(clock))
+		if err := fill(s, size); err != nil {
+			return nil, err
+		}
+		for popped := 0; popped < size; {
+			r, err := s.Pop(ctx, core.PopParams{Queue: "bench", Lease: time.Second, N: model.MaxBatch})
+			if err != nil {
+				return nil, err
+			}
+			popped += len(r.Tasks)
+		}
+		return s, nil
+	})
+	return s, s.clock.(*core.FakeClock)
+}
+
+// parallel runs b.N calls of op spread over g goroutines.
+func parallel(b *testing.B, g int, op func(b *testing.B)) {
+	var wg sync.WaitGroup
+	for w := range g {
+		n := b.N / g
+		if w < b.N%g {
+			n++
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range n {
+				op(b)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// BenchmarkPopAck measures one worker cycle on a queue of constant size: Pop
+// one task, Ack it, and put it back (an operator's InspectRequeue, so the
+// queue keeps its size without new IDs). One op is the whole cycle of three
+// store operations, with 1, 8 and 64 goroutines sharing the queue.
+func BenchmarkPopAck(b *testing.B) {
+	for _, size := range benchSizes {
+		for _, g := range []int{1, 8, 64} {
+			b.Run(fmt.Sprintf("size=%d/goroutines=%d", size, g), func(b *testing.B) {
+				s := readyStore(b, size)
+				result := []byte("done")
+				b.ReportAllocs()
+				b.ResetTimer()
+				parallel(b, g, func(b *testing.B) {
+					r, err := s.Pop(ctx, core.PopParams{Queue: "bench", Lease: time.Minute, N: 1})
+					if err != nil || len(r.Tasks) != 1 {
+						b.Errorf("Pop: %d tasks, %v", len(r.Tasks), err)
+						return
+					}
+					a, err := s.Ack(ctx, core.AckParams{Claim: r.Tasks[0].Claim(), Result: result})
+					if err != nil {
+						b.Errorf("Ack: %v", err)
+						return
+					}
+					if _, err := s.InspectRequeue(ctx, core.InspectParams{Queue: "bench", ID: a.Task.ID, Expect: a.Task.Version}); err != nil {
+						b.Errorf("InspectRequeue: %v", err)
+					}
+				})
+			})
+		}
+	}
+}
+
+// BenchmarkEnqueue measures Enqueue of new tasks into one queue, which grows
+// by b.N tasks, from 1 and from 8 goroutines.
+func BenchmarkEnqueue(b *testing.B) {
+	for _, g := range []int{1, 8} {
+		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
+			s := New(WithClock(core.NewFakeClock(epoch)))
+			ids := make([]string, b.N)
+			for i := range ids {
+				ids[i] = "task-" + strconv.Itoa(i)
+			}
+			payload := make([]byte, 64)
+			var mu sync.Mutex
+			next := 0
+			b.ReportAllocs()
+			b.ResetTimer()
+			parallel(b, g, func(b *testing.B) {
+				mu.Lock()
+				id := ids[next]
+				next++
+				mu.Unlock()
+				_, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "bench", EnqueueArgs: model.EnqueueArgs{ID: id, Payload: payload, MaxAttempts: 3}})
+				if err != nil {
+					b.Error(err)
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkClaimExpired measures a broker pass that claims 100 expired tasks
+// of a queue holding size Running tasks, all expired: one op is one
+// ClaimExpired call; ns/task is the cost per task claimed.
+func BenchmarkClaimExpired(b *testing.B) {
+	const batch = 100
+	for _, size := range benchSizes {
+		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
+			s, clock := runningStore(b, size)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				// Every deadline so far is now due again: each call claims
+				// the batch with the oldest deadlines.
+				clock.Advance(time.Second)
+				r, err := s.ClaimExpired(ctx, core.ClaimExpiredParams{Queue: "bench", ClaimTTL: time.Second, Limit: batch})
+				if err != nil || len(r.Claims) != batch {
+					b.Fatalf("ClaimExpired: %d claims, %v", len(r.Claims), err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/task")
+		})
+	}
+}
