@@ -779,14 +779,14 @@ func checkQueueIndexes(t *testing.T, q *queue) {
 	byID := 0
 	for _, s := range model.States {
 		byID += q.byState[s].Len()
-		if _, err := verify(q.byState[s]); err != nil {
+		if _, err := verify(&q.byState[s]); err != nil {
 			t.Fatalf("%v ID index: %v", s, err)
 		}
 	}
 	if order != len(q.tasks) || byID != len(q.tasks) {
 		t.Fatalf("%d tasks, %d order index entries, %d ID index entries", len(q.tasks), order, byID)
 	}
-	for name, err := range map[string]error{"ready": verifyErr(q.ready), "scheduled": verifyErr(q.scheduled), "running": verifyErr(q.running), "finished": verifyErr(q.finished)} {
+	for name, err := range map[string]error{"ready": verifyErr(&q.ready), "scheduled": verifyErr(&q.scheduled), "running": verifyErr(&q.running), "finished": verifyErr(&q.finished)} {
 		if err != nil {
 			t.Fatalf("%s index: %v", name, err)
 		}

@@ -29,11 +29,11 @@ type queue struct {
 	closed   bool // set by Store.Close: every operation returns core.ErrClosed
 
 	tasks     map[string]*model.Task
-	byState   [model.Failed + 1]*btree[idItem] // per state, by ID: List
-	ready     *btree[readyItem]                // (Priority desc, Version asc): Pop
-	scheduled *btree[timeItem]                 // (RunAfter, ID): Promote
-	running   *btree[timeItem]                 // (Deadline, ID): ClaimExpired, RecoverExpired
-	finished  *btree[timeItem]                 // (FinishedAt, ID): Prune
+	byState   [model.Failed + 1]btree[idItem] // per state, by ID: List
+	ready     btree[readyItem]                // (Priority desc, Version asc): Pop
+	scheduled btree[timeItem]                 // (RunAfter, ID): Promote
+	running   btree[timeItem]                 // (Deadline, ID): ClaimExpired, RecoverExpired
+	finished  btree[timeItem]                 // (FinishedAt, ID): Prune
 }
 
 // idItem is an entry of a per-state ID index.
@@ -72,18 +72,20 @@ func compareTime(a, b timeItem) int {
 	return strings.Compare(a.t.ID, b.t.ID)
 }
 
+// newQueue returns an empty queue. It allocates the queue and nothing else
+// (trees and the map come with the first task), so the throwaway empty queue
+// an operation on a missing queue runs on is cheap.
 func newQueue(name string, capacity int) *queue {
 	q := &queue{
 		name:      name,
 		capacity:  capacity,
-		tasks:     map[string]*model.Task{},
-		ready:     newBTree(compareReady, defaultDegree),
-		scheduled: newBTree(compareTime, defaultDegree),
-		running:   newBTree(compareTime, defaultDegree),
-		finished:  newBTree(compareTime, defaultDegree),
+		ready:     *newBTree(compareReady, defaultDegree),
+		scheduled: *newBTree(compareTime, defaultDegree),
+		running:   *newBTree(compareTime, defaultDegree),
+		finished:  *newBTree(compareTime, defaultDegree),
 	}
 	for _, s := range model.States {
-		q.byState[s] = newBTree(compareID, defaultDegree)
+		q.byState[s] = *newBTree(compareID, defaultDegree)
 	}
 	return q
 }
@@ -91,8 +93,10 @@ func newQueue(name string, capacity int) *queue {
 // close marks the queue closed and lets its tasks go.
 func (q *queue) close() {
 	q.closed = true
-	q.tasks, q.ready, q.scheduled, q.running, q.finished = nil, nil, nil, nil, nil
-	q.byState = [model.Failed + 1]*btree[idItem]{}
+	q.tasks = nil
+	q.byState = [model.Failed + 1]btree[idItem]{}
+	q.ready = btree[readyItem]{}
+	q.scheduled, q.running, q.finished = btree[timeItem]{}, btree[timeItem]{}, btree[timeItem]{}
 }
 
 // legal[op][state] holds when the model's transition table has a row for op
@@ -132,11 +136,11 @@ func (q *queue) count(s model.State) *int {
 func (q *queue) orderIndex(t *model.Task) (*btree[timeItem], timeItem) {
 	switch t.State {
 	case model.Scheduled:
-		return q.scheduled, timeItem{t.RunAfter, t}
+		return &q.scheduled, timeItem{t.RunAfter, t}
 	case model.Running:
-		return q.running, timeItem{t.Deadline, t}
+		return &q.running, timeItem{t.Deadline, t}
 	default:
-		return q.finished, timeItem{t.FinishedAt, t}
+		return &q.finished, timeItem{t.FinishedAt, t}
 	}
 }
 
@@ -202,6 +206,9 @@ func (q *queue) enqueue(now time.Time, a model.EnqueueArgs) (model.Task, error) 
 		EnqueuedAt:  now,
 	}
 	queueAt(t, now, instant(a.RunAfter))
+	if q.tasks == nil {
+		q.tasks = map[string]*model.Task{}
+	}
 	q.tasks[t.ID] = t
 	q.index(t)
 	return snapshot(t), nil
