@@ -1,0 +1,125 @@
+// Package sqlite is a core.Store kept in one SQLite database file: durable,
+// embedded (no server), safe across goroutines and across processes that
+// open the same file. It uses modernc.org/sqlite, a SQLite compiled to pure
+// Go, so it needs no cgo.
+//
+// Every operation gives exactly the model's answer (package model): the
+// conformance suite of package spec runs on it with each Pop implementation.
+//
+// # Connections and transactions
+//
+// A Store holds two database/sql pools on the file:
+//
+//   - the writer: one connection (MaxOpenConns 1) opened with _txlock=immediate,
+//     so every write transaction is BEGIN IMMEDIATE and takes SQLite's write
+//     lock before it reads anything. Within a process, writers queue for the
+//     connection; across processes, for the lock, waiting up to the busy
+//     timeout (WithBusyTimeout). A transaction therefore never reads a state
+//     that another writer changes before it commits, and never fails with a
+//     "database is locked" upgrade error half-way through. The hot statements
+//     are prepared once on this connection.
+//   - the readers: a pool of query_only connections for Get, List and Counts.
+//     Each read is one statement, so it sees one committed state, and with
+//     the write-ahead log (journal_mode=WAL) readers never wait for the
+//     writer nor block it.
+//
+// An operation reads the clock after it holds the write lock and reports
+// that reading as Now, so the time an operation judges leases by is the time
+// it takes effect. synchronous=FULL (the default, see WithSynchronous) makes
+// every acknowledged commit durable against a crash of the process or the
+// host.
+//
+// # Schema
+//
+// The schema carries a version in PRAGMA user_version (SchemaVersion) and the
+// application ID "LSHD" in PRAGMA application_id; Open applies the forward
+// migrations in one transaction and refuses a database from a newer build.
+//
+//   - queues(name, seq): each queue's sequence, the last value drawn. Every
+//     change to a task stamps it with the next value (Task.Version); a Pop's
+//     value is also the claim token. The row outlives the queue's tasks, so
+//     no value is ever drawn twice.
+//   - tasks: one row per task with every field of model.Task, keyed by
+//     (queue, id). Times are Unix microseconds, NULL for the zero time;
+//     payload and result are BLOBs; the error history is a JSON array of
+//     {attempt, at, message, lease_expired}. (Messages are JSON strings, so
+//     a message that is not valid UTF-8 is stored with U+FFFD in place of the
+//     invalid bytes.)
+//   - indexes: (queue, state, priority DESC, version) for Pop;
+//     (queue, state, run_after, id) for Promote; (queue, state, deadline, id)
+//     for ClaimExpired and RecoverExpired; (queue, state, finished_at, id)
+//     for Prune; (queue, state, id) for List and Counts. Every ordered
+//     operation reads its index in order and stops at its limit.
+//
+// Times given by the caller are kept to the microsecond. A RunAfter, a Prune
+// bound and a computed deadline are rounded up to the next microsecond, so
+// every comparison with a clock reading (which has whole microseconds) has
+// the result the exact time would have had.
+//
+// # Guarded updates
+//
+// Each operation is one transaction, and the statement that changes a task
+// carries the operation's guard in its WHERE clause: a worker's decision
+// (Extend, Ack, Fail, Retry) names the task ID, the claim token and the
+// Running state; a broker's decision (Requeue, Finalize) names the version of
+// its reap claim and the Running state; an operator's action names the
+// version the operator saw, if any; and each names the source states the
+// model's transition table allows. A statement that matches no row changes
+// nothing, and the transaction then reads the task to say why, in the model's
+// order: ErrStaleClaim (the task is gone, or holds another token or version),
+// ErrNotFound or ErrConflict for the inspector, or a *model.TransitionError
+// naming the op and the state. The new Version is read from the queue's
+// sequence inside the same statement, and the sequence advances only when the
+// statement changed a task.
+//
+// Pop has two implementations (WithPopMode): PopReturning claims the first
+// Ready tasks and returns them with one UPDATE … FROM … RETURNING statement;
+// PopSelectUpdate selects them, then updates each one with its state and
+// version re-checked in the UPDATE's WHERE clause. ClaimExpired and
+// RecoverExpired judge expiry and decide in the same statement, so two
+// processes recovering at once recover each task once.
+//
+// A row that does not decode (an unknown state, an error history that is not
+// a JSON array, a time that is not an integer, ...) makes the operation that
+// reads it fail with an error wrapping core.ErrCorrupt, and roll back.
+//
+// # Migrating from LiteQueue
+//
+// Open recognizes a database created by LiteQueue (litements/litequeue): a
+// database whose only table is Queue(data, message_id, status, in_time,
+// lock_time, done_time), with no application ID and user_version 0. In the
+// transaction that creates the leasehold schema it copies every message into
+// one queue and drops the Queue table (with its indexes and maxsize trigger).
+// Either every message moves or nothing changes. Stop LiteQueue's workers
+// first: after the migration LiteQueue can no longer open the file.
+//
+//   - The queue is named by WithLiteQueueName, by default the LiteQueue name
+//     in the file name ("<name>.queue.sqlite3"), else DefaultLiteQueueName.
+//   - message_id becomes the task ID, data the payload; priority is 0 and
+//     MaxAttempts is WithLiteQueueMaxAttempts (default 3).
+//   - Versions are assigned in message_id order, the order LiteQueue pops in
+//     (its IDs are UUIDv7, ordered by time), so Pop keeps LiteQueue's order.
+//   - Times are nanoseconds since the epoch in LiteQueue; they are kept to the
+//     microsecond. in_time becomes EnqueuedAt.
+//
+// The states map as follows:
+//
+//	LiteQueue status   leasehold task
+//	0 READY            Ready, Attempt 0.
+//	1 LOCKED           Running, Attempt 1, ClaimedAt = lock_time, and
+//	                   Deadline = lock_time: no leasehold worker holds the claim
+//	                   (LiteQueue had none to give), so the lease is already
+//	                   over and ClaimExpired or RecoverExpired decides the task
+//	                   as if its worker had stopped. It is never lost nor run
+//	                   twice at once.
+//	2 DONE             Succeeded, FinishedAt = done_time; Attempt 1 and
+//	                   ClaimedAt = lock_time if it was ever popped.
+//	3 FAILED           Failed, the same, with one error entry
+//	                   (LiteQueueFailedMessage).
+//
+// Any other status, a duplicated message_id or an ID longer than
+// model.MaxIDLength aborts the migration with an error wrapping
+// core.ErrCorrupt, leaving the file as it was. LiteQueue's maxsize counted
+// READY messages only; leasehold's capacity (WithCapacity, ErrQueueFull)
+// counts pending tasks and is an option of the Store, not stored in the file.
+package sqlite

@@ -1,0 +1,703 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/model"
+)
+
+// popStatements are the statements each Pop implementation uses.
+var popStatements = map[PopMode][]string{
+	PopReturning:    {sqlPopReturning, sqlAdvance},
+	PopSelectUpdate: {sqlPopSelect, sqlSeq, sqlPopClaim, sqlAdvance},
+}
+
+// limitArg turns the model's "0: no limit" into SQLite's LIMIT -1.
+func limitArg(limit int) int64 {
+	if limit == 0 {
+		return -1
+	}
+	return int64(limit)
+}
+
+// byVersion sorts tasks stamped by one statement into the order the model
+// stamps them (RETURNING gives rows in no particular order).
+func byVersion(ts []model.Task) {
+	slices.SortFunc(ts, func(a, b model.Task) int {
+		switch {
+		case a.Version < b.Version:
+			return -1
+		case a.Version > b.Version:
+			return 1
+		}
+		return 0
+	})
+}
+
+// advance moves the queue's sequence past the n values a statement used.
+func (t tx) advance(queue string, n int) error {
+	if n == 0 {
+		return nil
+	}
+	_, err := t.exec(sqlAdvance, queue, n)
+	return err
+}
+
+// oneTask runs a statement that changes at most one task and returns it. found
+// is false when the statement matched no row.
+func (t tx) oneTask(q string, args ...any) (task model.Task, found bool, err error) {
+	ts, err := scanTasks(t.query(q, args...))
+	if err != nil {
+		return model.Task{}, false, err
+	}
+	switch len(ts) {
+	case 0:
+		return model.Task{}, false, nil
+	case 1:
+		return ts[0], true, nil
+	}
+	return model.Task{}, false, fmt.Errorf("leasehold/sqlite: one statement changed %d tasks", len(ts))
+}
+
+// probe reads what the guards look at; found is false when the task does not
+// exist.
+func (t tx) probe(queue, id string) (state model.State, token, version uint64, found bool, err error) {
+	var st, tok, ver int64
+	err = t.queryRow(sqlProbe, queue, id).Scan(&st, &tok, &ver)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, 0, false, nil
+	}
+	if err != nil {
+		return 0, 0, 0, false, err
+	}
+	if state, err = stateOf(st, id); err != nil {
+		return 0, 0, 0, false, err
+	}
+	return state, uint64(tok), uint64(ver), true, nil
+}
+
+// --- producer and mover ------------------------------------------------------
+
+// Enqueue implements core.Store.
+func (s *Store) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskResult, error) {
+	a := p.EnqueueArgs
+	validate := func() error {
+		if err := validID(a.ID); err != nil {
+			return err
+		}
+		if a.Priority < model.MinPriority || a.Priority > model.MaxPriority {
+			return invalid("priority %d outside %d..%d", a.Priority, model.MinPriority, model.MaxPriority)
+		}
+		if a.MaxAttempts < 1 {
+			return invalid("max attempts %d < 1", a.MaxAttempts)
+		}
+		return nil
+	}
+	var task model.Task
+	now, err := s.write(ctx, p.Queue, validate, []string{sqlExists, sqlPending, sqlDrawOne, insertTaskSQL}, func(t tx, now time.Time) error {
+		var one int
+		switch err := t.queryRow(sqlExists, p.Queue, a.ID).Scan(&one); {
+		case err == nil:
+			return fmt.Errorf("%w: task %q already exists", core.ErrConflict, a.ID)
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+		if s.capacity > 0 {
+			var pending int
+			if err := t.queryRow(sqlPending, p.Queue, s.capacity).Scan(&pending); err != nil {
+				return err
+			}
+			if pending >= s.capacity {
+				return fmt.Errorf("%w: %d pending tasks", core.ErrQueueFull, s.capacity)
+			}
+		}
+		var v int64
+		if err := t.queryRow(sqlDrawOne, p.Queue).Scan(&v); err != nil {
+			return err
+		}
+		task = model.Task{
+			Queue: p.Queue, ID: a.ID, Payload: clone(a.Payload), Priority: a.Priority,
+			MaxAttempts: a.MaxAttempts, Version: uint64(v), EnqueuedAt: now,
+		}
+		task.RunAfter = ceil(a.RunAfter)
+		task.State = model.Ready
+		if task.RunAfter.After(now) {
+			task.State = model.Scheduled
+		}
+		_, err := t.exec(insertTaskSQL, taskArgs(task)...)
+		return err
+	})
+	if err != nil {
+		return core.TaskResult{}, err
+	}
+	return core.TaskResult{Now: now, Task: task}, nil
+}
+
+// Promote implements core.Store.
+func (s *Store) Promote(ctx context.Context, p core.PromoteParams) (core.IDsResult, error) {
+	validate := func() error {
+		if p.Limit < 0 {
+			return invalid("limit %d < 0", p.Limit)
+		}
+		return nil
+	}
+	var ids []string
+	now, err := s.write(ctx, p.Queue, validate, []string{sqlPromote, sqlAdvance}, func(t tx, now time.Time) error {
+		rows, err := t.query(sqlPromote, p.Queue, now.UnixMicro(), limitArg(p.Limit))
+		if err != nil {
+			return err
+		}
+		type promoted struct {
+			id      string
+			version int64
+		}
+		var got []promoted
+		for rows.Next() {
+			var r promoted
+			if err := rows.Scan(&r.id, &r.version); err != nil {
+				rows.Close()
+				return corrupt("promote: %v", err)
+			}
+			got = append(got, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		slices.SortFunc(got, func(a, b promoted) int { return int(a.version - b.version) })
+		ids = make([]string, len(got))
+		for i, r := range got {
+			ids[i] = r.id
+		}
+		return t.advance(p.Queue, len(got))
+	})
+	if err != nil {
+		return core.IDsResult{}, err
+	}
+	return core.IDsResult{Now: now, IDs: ids}, nil
+}
+
+// --- worker ------------------------------------------------------------------
+
+// Pop implements core.Store.
+func (s *Store) Pop(ctx context.Context, p core.PopParams) (core.TasksResult, error) {
+	validate := func() error {
+		if p.Lease <= 0 {
+			return invalid("lease %v <= 0", p.Lease)
+		}
+		if p.N < 1 || p.N > model.MaxBatch {
+			return invalid("batch %d outside 1..%d", p.N, model.MaxBatch)
+		}
+		return nil
+	}
+	var tasks []model.Task
+	now, err := s.write(ctx, p.Queue, validate, popStatements[s.popMode], func(t tx, now time.Time) (err error) {
+		deadline := ceil(now.Add(p.Lease))
+		if s.popMode == PopSelectUpdate {
+			tasks, err = t.popSelectUpdate(p.Queue, p.N, now, deadline)
+		} else {
+			tasks, err = t.popReturning(p.Queue, p.N, now, deadline)
+		}
+		if err != nil {
+			return err
+		}
+		return t.advance(p.Queue, len(tasks))
+	})
+	if err != nil {
+		return core.TasksResult{}, err
+	}
+	return core.TasksResult{Now: now, Tasks: tasks}, nil
+}
+
+// popReturning claims the first n Ready tasks with one UPDATE … RETURNING.
+func (t tx) popReturning(queue string, n int, now, deadline time.Time) ([]model.Task, error) {
+	tasks, err := scanTasks(t.query(sqlPopReturning, queue, n, micros(now), micros(deadline)))
+	if err != nil {
+		return nil, err
+	}
+	byVersion(tasks)
+	if tasks == nil {
+		tasks = []model.Task{}
+	}
+	return tasks, nil
+}
+
+// popSelectUpdate selects the first n Ready tasks, then claims each with an
+// UPDATE that re-checks its state and version.
+func (t tx) popSelectUpdate(queue string, n int, now, deadline time.Time) ([]model.Task, error) {
+	tasks, err := scanTasks(t.query(sqlPopSelect, queue, n))
+	if err != nil {
+		return nil, err
+	}
+	if len(tasks) == 0 {
+		return []model.Task{}, nil
+	}
+	var base int64
+	if err := t.queryRow(sqlSeq, queue).Scan(&base); err != nil {
+		return nil, err
+	}
+	for i := range tasks {
+		c := &tasks[i]
+		v := base + int64(i) + 1
+		res, err := t.exec(sqlPopClaim, queue, c.ID, v, micros(now), micros(deadline), int64(c.Version))
+		if err != nil {
+			return nil, err
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return nil, fmt.Errorf("leasehold/sqlite: pop: task %q changed between select and update (%d rows, %v)", c.ID, n, err)
+		}
+		c.Version, c.ClaimToken = uint64(v), uint64(v)
+		c.State = model.Running
+		c.Attempt++
+		c.ClaimedAt, c.Deadline = now, deadline
+	}
+	return tasks, nil
+}
+
+// validClaim is the model's check of a worker claim's arguments.
+func validClaim(c model.Claim) error {
+	if err := validID(c.TaskID); err != nil {
+		return err
+	}
+	if c.Token == 0 {
+		return invalid("claim token 0")
+	}
+	return nil
+}
+
+// workerOp runs a worker's decision: q is an UPDATE guarded by task ID, claim
+// token and Running state whose first three parameters are queue, ID and
+// token. When it matches no row, the same transaction finds out why and the
+// operation changes nothing.
+func (s *Store) workerOp(ctx context.Context, op model.Op, c model.Claim, validate func() error, q string, args func(now time.Time) []any) (core.TaskResult, error) {
+	var task model.Task
+	now, err := s.write(ctx, c.Queue, func() error {
+		if validate != nil {
+			if err := validate(); err != nil {
+				return err
+			}
+		}
+		return validClaim(c)
+	}, []string{q, sqlAdvance}, func(t tx, now time.Time) error {
+		all := append([]any{c.Queue, c.TaskID, int64(c.Token)}, args(now)...)
+		got, found, err := t.oneTask(q, all...)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return t.diagnoseClaim(op, c)
+		}
+		task = got
+		return t.advance(c.Queue, 1)
+	})
+	if err != nil {
+		return core.TaskResult{}, err
+	}
+	return core.TaskResult{Now: now, Task: task}, nil
+}
+
+// diagnoseClaim explains why a worker's guarded UPDATE matched no row, in the
+// model's order: the task is gone or its token is another (ErrStaleClaim),
+// else the op is not legal from its state.
+func (t tx) diagnoseClaim(op model.Op, c model.Claim) error {
+	state, token, _, found, err := t.probe(c.Queue, c.TaskID)
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		return fmt.Errorf("%w: task %q no longer exists", core.ErrStaleClaim, c.TaskID)
+	case token != c.Token:
+		return fmt.Errorf("%w: token %d no longer holds task %q", core.ErrStaleClaim, c.Token, c.TaskID)
+	}
+	return transition(op, state, c.TaskID)
+}
+
+// transition is the refusal of op from state, after every other guard held.
+func transition(op model.Op, state model.State, id string) error {
+	if _, legal := model.Row(op, state); legal {
+		// The guarded statement should have matched: something is off.
+		return fmt.Errorf("leasehold/sqlite: %v of task %q in state %v matched no row", op, id, state)
+	}
+	return &model.TransitionError{Op: op, State: state}
+}
+
+// Extend implements core.Store.
+func (s *Store) Extend(ctx context.Context, p core.ExtendParams) (core.TaskResult, error) {
+	validate := func() error {
+		if p.Lease <= 0 {
+			return invalid("lease %v <= 0", p.Lease)
+		}
+		return nil
+	}
+	return s.workerOp(ctx, model.OpExtend, p.Claim, validate, sqlExtend, func(now time.Time) []any {
+		return []any{micros(ceil(now.Add(p.Lease)))}
+	})
+}
+
+// Ack implements core.Store.
+func (s *Store) Ack(ctx context.Context, p core.AckParams) (core.TaskResult, error) {
+	return s.workerOp(ctx, model.OpAck, p.Claim, nil, sqlAck, func(now time.Time) []any {
+		return []any{micros(now), blob(p.Result)}
+	})
+}
+
+// Fail implements core.Store.
+func (s *Store) Fail(ctx context.Context, p core.FailParams) (core.TaskResult, error) {
+	return s.workerOp(ctx, model.OpFail, p.Claim, nil, sqlFail, func(now time.Time) []any {
+		return []any{micros(now), p.Message}
+	})
+}
+
+// Retry implements core.Store.
+func (s *Store) Retry(ctx context.Context, p core.RetryParams) (core.TaskResult, error) {
+	return s.workerOp(ctx, model.OpRetry, p.Claim, nil, sqlRetry, func(now time.Time) []any {
+		runAfter := ceil(p.RunAfter)
+		return []any{micros(now), p.Message, int64(queuedState(now, runAfter)), micros(runAfter)}
+	})
+}
+
+// queuedState is where a task returned to the queue lands: Scheduled if
+// runAfter is after now, else Ready.
+func queuedState(now, runAfter time.Time) model.State {
+	if runAfter.After(now) {
+		return model.Scheduled
+	}
+	return model.Ready
+}
+
+// --- broker ------------------------------------------------------------------
+
+// ClaimExpired implements core.Store.
+func (s *Store) ClaimExpired(ctx context.Context, p core.ClaimExpiredParams) (core.ReapResult, error) {
+	validate := func() error {
+		if p.ClaimTTL <= 0 {
+			return invalid("claim TTL %v <= 0", p.ClaimTTL)
+		}
+		if p.Limit < 0 {
+			return invalid("limit %d < 0", p.Limit)
+		}
+		return nil
+	}
+	var claims []model.ReapClaim
+	now, err := s.write(ctx, p.Queue, validate, []string{sqlClaimExpired, sqlAdvance}, func(t tx, now time.Time) error {
+		deadline := ceil(now.Add(p.ClaimTTL))
+		tasks, err := scanTasks(t.query(sqlClaimExpired, p.Queue, now.UnixMicro(), limitArg(p.Limit), micros(deadline)))
+		if err != nil {
+			return err
+		}
+		byVersion(tasks)
+		claims = make([]model.ReapClaim, len(tasks))
+		for i, task := range tasks {
+			claims[i] = model.ReapClaim{Queue: task.Queue, TaskID: task.ID, Version: task.Version, Deadline: task.Deadline, Task: task}
+		}
+		return t.advance(p.Queue, len(tasks))
+	})
+	if err != nil {
+		return core.ReapResult{}, err
+	}
+	return core.ReapResult{Now: now, Claims: claims}, nil
+}
+
+// brokerOp runs a broker's decision: q is an UPDATE guarded by task ID,
+// version and Running state whose first three parameters are queue, ID and
+// version.
+func (s *Store) brokerOp(ctx context.Context, op model.Op, rc model.ReapClaim, q string, args func(now time.Time) []any) (core.TaskResult, error) {
+	var task model.Task
+	validate := func() error {
+		if err := validID(rc.TaskID); err != nil {
+			return err
+		}
+		if rc.Version == 0 {
+			return invalid("reap claim version 0")
+		}
+		return nil
+	}
+	now, err := s.write(ctx, rc.Queue, validate, []string{q, sqlAdvance}, func(t tx, now time.Time) error {
+		all := append([]any{rc.Queue, rc.TaskID, int64(rc.Version)}, args(now)...)
+		got, found, err := t.oneTask(q, all...)
+		if err != nil {
+			return err
+		}
+		if !found {
+			state, _, version, found, err := t.probe(rc.Queue, rc.TaskID)
+			switch {
+			case err != nil:
+				return err
+			case !found:
+				return fmt.Errorf("%w: task %q no longer exists", core.ErrStaleClaim, rc.TaskID)
+			case version != rc.Version:
+				return fmt.Errorf("%w: task %q changed since version %d", core.ErrStaleClaim, rc.TaskID, rc.Version)
+			}
+			return transition(op, state, rc.TaskID)
+		}
+		task = got
+		return t.advance(rc.Queue, 1)
+	})
+	if err != nil {
+		return core.TaskResult{}, err
+	}
+	return core.TaskResult{Now: now, Task: task}, nil
+}
+
+// leaseMessage is the message of a lease-expired error entry.
+func leaseMessage(m string) string {
+	if m == "" {
+		return model.LeaseExpiredMessage
+	}
+	return m
+}
+
+// Requeue implements core.Store.
+func (s *Store) Requeue(ctx context.Context, p core.RequeueParams) (core.TaskResult, error) {
+	return s.brokerOp(ctx, model.OpRequeue, p.ReapClaim, sqlRequeue, func(now time.Time) []any {
+		runAfter := ceil(p.RunAfter)
+		return []any{micros(now), leaseMessage(p.Message), int64(queuedState(now, runAfter)), micros(runAfter)}
+	})
+}
+
+// Finalize implements core.Store.
+func (s *Store) Finalize(ctx context.Context, p core.FinalizeParams) (core.TaskResult, error) {
+	return s.brokerOp(ctx, model.OpFinalize, p.ReapClaim, sqlFinalize, func(now time.Time) []any {
+		return []any{micros(now), leaseMessage(p.Message)}
+	})
+}
+
+// RecoverExpired implements core.Store.
+func (s *Store) RecoverExpired(ctx context.Context, p core.RecoverExpiredParams) (core.TasksResult, error) {
+	validate := func() error {
+		if p.Delay < 0 {
+			return invalid("retry delay %v < 0", p.Delay)
+		}
+		if p.Limit < 0 {
+			return invalid("limit %d < 0", p.Limit)
+		}
+		return nil
+	}
+	var tasks []model.Task
+	now, err := s.write(ctx, p.Queue, validate, []string{sqlRecoverExpired, sqlAdvance}, func(t tx, now time.Time) (err error) {
+		runAfter := ceil(now.Add(p.Delay))
+		tasks, err = scanTasks(t.query(sqlRecoverExpired, p.Queue, now.UnixMicro(), limitArg(p.Limit),
+			int64(queuedState(now, runAfter)), micros(runAfter)))
+		if err != nil {
+			return err
+		}
+		byVersion(tasks)
+		if tasks == nil {
+			tasks = []model.Task{}
+		}
+		return t.advance(p.Queue, len(tasks))
+	})
+	if err != nil {
+		return core.TasksResult{}, err
+	}
+	return core.TasksResult{Now: now, Tasks: tasks}, nil
+}
+
+// --- inspector ---------------------------------------------------------------
+
+// inspectorOp runs an operator's action, diagnosing a miss in the model's
+// order: ErrNotFound, ErrConflict (expected version), then the state.
+func (s *Store) inspectorOp(ctx context.Context, op model.Op, p core.InspectParams, q string, advance bool) (core.TaskResult, error) {
+	var task model.Task
+	now, err := s.write(ctx, p.Queue, func() error { return validID(p.ID) }, []string{q, sqlAdvance}, func(t tx, now time.Time) error {
+		got, found, err := t.oneTask(q, p.Queue, p.ID, int64(p.Expect))
+		if err != nil {
+			return err
+		}
+		if !found {
+			state, _, version, found, err := t.probe(p.Queue, p.ID)
+			switch {
+			case err != nil:
+				return err
+			case !found:
+				return fmt.Errorf("%w: %q", core.ErrNotFound, p.ID)
+			case p.Expect != 0 && version != p.Expect:
+				return fmt.Errorf("%w: task %q is at version %d, not %d", core.ErrConflict, p.ID, version, p.Expect)
+			}
+			return transition(op, state, p.ID)
+		}
+		task = got
+		if advance {
+			return t.advance(p.Queue, 1)
+		}
+		return nil
+	})
+	if err != nil {
+		return core.TaskResult{}, err
+	}
+	return core.TaskResult{Now: now, Task: task}, nil
+}
+
+// InspectRequeue implements core.Store.
+func (s *Store) InspectRequeue(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
+	return s.inspectorOp(ctx, model.OpInspectRequeue, p, sqlInspectRequeue, true)
+}
+
+// Remove implements core.Store. The queue's sequence is not reset, so an ID
+// enqueued again never gets a version or token it had before.
+func (s *Store) Remove(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
+	return s.inspectorOp(ctx, model.OpRemove, p, sqlRemove, false)
+}
+
+// Prune implements core.Store.
+func (s *Store) Prune(ctx context.Context, p core.PruneParams) (core.IDsResult, error) {
+	var succeeded, failed bool
+	validate := func() error {
+		if len(p.States) == 0 {
+			return invalid("prune: no states")
+		}
+		for _, st := range p.States {
+			if _, ok := model.Row(model.OpPrune, st); !st.Valid() || !ok {
+				return invalid("prune: %v is not a terminal state", st)
+			}
+			succeeded = succeeded || st == model.Succeeded
+			failed = failed || st == model.Failed
+		}
+		if p.Limit < 0 {
+			return invalid("limit %d < 0", p.Limit)
+		}
+		return nil
+	}
+	var ids []string
+	now, err := s.write(ctx, p.Queue, validate, []string{sqlPrune}, func(t tx, now time.Time) error {
+		rows, err := t.query(sqlPrune, p.Queue, ceil(p.Before).UnixMicro(), succeeded, failed, limitArg(p.Limit))
+		if err != nil {
+			return err
+		}
+		type pruned struct {
+			id       string
+			finished int64
+		}
+		var got []pruned
+		for rows.Next() {
+			var r pruned
+			if err := rows.Scan(&r.id, &r.finished); err != nil {
+				rows.Close()
+				return corrupt("prune: %v", err)
+			}
+			got = append(got, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		slices.SortFunc(got, func(a, b pruned) int {
+			if a.finished != b.finished {
+				if a.finished < b.finished {
+					return -1
+				}
+				return 1
+			}
+			return strings.Compare(a.id, b.id)
+		})
+		ids = make([]string, len(got))
+		for i, r := range got {
+			ids[i] = r.id
+		}
+		return nil
+	})
+	if err != nil {
+		return core.IDsResult{}, err
+	}
+	return core.IDsResult{Now: now, IDs: ids}, nil
+}
+
+// Get implements core.Store.
+func (s *Store) Get(ctx context.Context, p core.GetParams) (core.Task, error) {
+	var task model.Task
+	err := s.read(ctx, p.Queue, nil, sqlGet, func(st *sql.Stmt) error {
+		ts, err := scanTasks(st.QueryContext(ctx, p.Queue, p.ID))
+		if err != nil {
+			return err
+		}
+		if len(ts) == 0 {
+			return fmt.Errorf("%w: %q", core.ErrNotFound, p.ID)
+		}
+		task = ts[0]
+		return nil
+	})
+	return task, err
+}
+
+// List implements core.Store.
+func (s *Store) List(ctx context.Context, p core.ListParams) (core.ListResult, error) {
+	validate := func() error {
+		if !p.State.Valid() {
+			return invalid("list: state %d", uint8(p.State))
+		}
+		if p.Limit < 1 || p.Limit > model.MaxBatch {
+			return invalid("list: limit %d outside 1..%d", p.Limit, model.MaxBatch)
+		}
+		return nil
+	}
+	var res core.ListResult
+	err := s.read(ctx, p.Queue, validate, sqlList[p.State], func(st *sql.Stmt) error {
+		ts, err := scanTasks(st.QueryContext(ctx, p.Queue, p.After, p.Limit+1))
+		if err != nil {
+			return err
+		}
+		if len(ts) > p.Limit {
+			ts = ts[:p.Limit]
+			res.Next = ts[p.Limit-1].ID
+		}
+		res.Tasks = ts
+		return nil
+	})
+	if err != nil {
+		return core.ListResult{}, err
+	}
+	return res, nil
+}
+
+// Counts implements core.Store.
+func (s *Store) Counts(ctx context.Context, p core.CountsParams) (core.Counts, error) {
+	var c core.Counts
+	err := s.read(ctx, p.Queue, nil, sqlCounts, func(st *sql.Stmt) error {
+		rows, err := st.QueryContext(ctx, p.Queue)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var st, n int64
+			if err := rows.Scan(&st, &n); err != nil {
+				return corrupt("counts: %v", err)
+			}
+			state, err := stateOf(st, "?")
+			if err != nil {
+				return err
+			}
+			switch state {
+			case model.Scheduled:
+				c.Scheduled = int(n)
+			case model.Ready:
+				c.Ready = int(n)
+			case model.Running:
+				c.Running = int(n)
+			case model.Succeeded:
+				c.Succeeded = int(n)
+			case model.Failed:
+				c.Failed = int(n)
+			}
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return core.Counts{}, err
+	}
+	return c, nil
+}
+
+func clone(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}

@@ -1,0 +1,82 @@
+package sqlite
+
+import (
+	"context"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestPlansReadIndexesInOrder checks that no statement scans the whole tasks
+// table, and that every statement that takes the first tasks in an order
+// reads an index in that order instead of sorting (except Prune, which
+// merges its two ordered scans of at most limit rows each).
+func TestPlansReadIndexesInOrder(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "plan.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	statements := map[string]string{
+		"exists": sqlExists, "pending": sqlPending, "promote": sqlPromote,
+		"pop returning": sqlPopReturning, "pop select": sqlPopSelect, "pop claim": sqlPopClaim,
+		"extend": sqlExtend, "ack": sqlAck, "fail": sqlFail, "retry": sqlRetry,
+		"claim expired": sqlClaimExpired, "requeue": sqlRequeue, "finalize": sqlFinalize,
+		"recover expired": sqlRecoverExpired, "inspect requeue": sqlInspectRequeue, "remove": sqlRemove,
+		"prune": sqlPrune, "get": sqlGet, "counts": sqlCounts, "probe": sqlProbe,
+	}
+	for st, q := range sqlList {
+		statements["list "+st.String()] = q
+	}
+	sorts := map[string]bool{"prune": true}
+	// The statements that change the first tasks in an order read them from
+	// their index in order, then reach each by its rowid.
+	want := map[string][]string{
+		"promote":         {"INDEX tasks_run_after", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
+		"pop returning":   {"INDEX tasks_pop", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
+		"pop select":      {"INDEX tasks_pop"},
+		"claim expired":   {"INDEX tasks_deadline", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
+		"recover expired": {"INDEX tasks_deadline", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
+		"prune":           {"INDEX tasks_finished"},
+	}
+	for name, q := range statements {
+		args := []any{"q"}
+		for _, m := range regexp.MustCompile(`\?([0-9]+)`).FindAllStringSubmatch(q, -1) {
+			n, _ := strconv.Atoi(m[1])
+			for len(args) < n {
+				args = append(args, 1)
+			}
+		}
+		rows, err := s.w.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+q, args...)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		text := strings.Join(plan, "; ")
+		t.Logf("%s: %s", name, text)
+		for _, w := range want[name] {
+			if !strings.Contains(text, w) {
+				t.Errorf("%s: plan lacks %q: %s", name, w, text)
+			}
+		}
+		for _, step := range plan {
+			if strings.HasPrefix(step, "SCAN tasks") {
+				t.Errorf("%s scans the tasks table: %s", name, text)
+			}
+			if strings.Contains(step, "TEMP B-TREE") && !sorts[name] {
+				t.Errorf("%s sorts: %s", name, text)
+			}
+		}
+	}
+}

@@ -1,0 +1,258 @@
+package sqlite
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/model"
+)
+
+// taskColumns are the columns of a task row in the order decodeTask reads
+// them. qualifiedColumns are the same, named through the table, for
+// statements that join it with something else.
+const (
+	taskColumns      = `queue, id, payload, priority, state, attempt, max_attempts, version, claim_token, enqueued_at, run_after, claimed_at, deadline, finished_at, errors, result`
+	qualifiedColumns = `tasks.queue, tasks.id, tasks.payload, tasks.priority, tasks.state, tasks.attempt, tasks.max_attempts, tasks.version, tasks.claim_token, tasks.enqueued_at, tasks.run_after, tasks.claimed_at, tasks.deadline, tasks.finished_at, tasks.errors, tasks.result`
+	numColumns       = 16
+)
+
+// errorEntry is one element of the JSON array in the errors column.
+type errorEntry struct {
+	Attempt      int    `json:"attempt"`
+	At           *int64 `json:"at"` // Unix microseconds; null for the zero time
+	Message      string `json:"message"`
+	LeaseExpired bool   `json:"lease_expired"`
+}
+
+// micros encodes a time for the database: Unix microseconds, or NULL for the
+// zero time (which must come back as the zero time, not 1970).
+func micros(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixMicro()
+}
+
+// fromMicros decodes what micros encoded.
+func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
+
+// trunc truncates a time to the precision the store keeps, in UTC.
+func trunc(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.Truncate(time.Microsecond).UTC()
+}
+
+// ceil rounds a time up to the precision the store keeps, in UTC. Times that
+// are later compared with a clock reading (which has whole microseconds) are
+// rounded up, so every comparison gives the answer the exact time would:
+// ceil(t) <= now exactly when t <= now.
+func ceil(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	c := t.Truncate(time.Microsecond)
+	if c.Before(t) {
+		c = c.Add(time.Microsecond)
+	}
+	return c.UTC()
+}
+
+// scanTask reads one task row (taskColumns) from rows.
+func scanTask(rows interface{ Scan(...any) error }) (model.Task, error) {
+	var raw [numColumns]any
+	var dest [numColumns]any
+	for i := range raw {
+		dest[i] = &raw[i]
+	}
+	if err := rows.Scan(dest[:]...); err != nil {
+		return model.Task{}, err
+	}
+	return decodeTask(raw)
+}
+
+// decodeTask turns the raw column values of a task row into a Task, or
+// returns an error wrapping core.ErrCorrupt naming the column that does not
+// parse. database/sql has already copied every byte slice it hands us.
+func decodeTask(raw [numColumns]any) (model.Task, error) {
+	var t model.Task
+	d := decoder{raw: raw[:]}
+	t.Queue = d.text(0, "queue")
+	t.ID = d.text(1, "id")
+	t.Payload = d.bytes(2, "payload")
+	t.Priority = d.int(3, "priority", model.MinPriority, model.MaxPriority)
+	t.State = model.State(d.int(4, "state", int64(model.Scheduled), int64(model.Failed)))
+	t.Attempt = d.int(5, "attempt", 0, math.MaxInt32)
+	t.MaxAttempts = d.int(6, "max_attempts", 1, math.MaxInt)
+	t.Version = uint64(d.int(7, "version", 1, math.MaxInt64))
+	t.ClaimToken = uint64(d.int(8, "claim_token", 0, math.MaxInt64))
+	t.EnqueuedAt = d.time(9, "enqueued_at")
+	t.RunAfter = d.time(10, "run_after")
+	t.ClaimedAt = d.time(11, "claimed_at")
+	t.Deadline = d.time(12, "deadline")
+	t.FinishedAt = d.time(13, "finished_at")
+	t.Errors = d.errors(14, "errors")
+	t.Result = d.bytes(15, "result")
+	if d.err != nil {
+		return model.Task{}, corrupt("task %q in queue %q: %v", t.ID, t.Queue, d.err)
+	}
+	return t, nil
+}
+
+// decoder converts column values, keeping the first error.
+type decoder struct {
+	raw []any
+	err error
+}
+
+func (d *decoder) fail(col string, v any, why string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("column %s (%T %v): %s", col, v, abbreviate(v), why)
+	}
+}
+
+func (d *decoder) text(i int, col string) string {
+	switch v := d.raw[i].(type) {
+	case string:
+		return v
+	case []byte:
+		return string(v)
+	default:
+		d.fail(col, v, "not text")
+		return ""
+	}
+}
+
+func (d *decoder) bytes(i int, col string) []byte {
+	switch v := d.raw[i].(type) {
+	case nil:
+		return nil
+	case []byte:
+		if len(v) == 0 {
+			return nil
+		}
+		return v
+	case string:
+		if v == "" {
+			return nil
+		}
+		return []byte(v)
+	default:
+		d.fail(col, v, "not a blob")
+		return nil
+	}
+}
+
+func (d *decoder) int(i int, col string, lo, hi int64) int {
+	v, ok := d.raw[i].(int64)
+	if !ok {
+		d.fail(col, d.raw[i], "not an integer")
+		return 0
+	}
+	if v < lo || v > hi {
+		d.fail(col, v, fmt.Sprintf("outside %d..%d", lo, hi))
+		return 0
+	}
+	return int(v)
+}
+
+func (d *decoder) time(i int, col string) time.Time {
+	switch v := d.raw[i].(type) {
+	case nil:
+		return time.Time{}
+	case int64:
+		return fromMicros(v)
+	default:
+		d.fail(col, v, "not a time in Unix microseconds")
+		return time.Time{}
+	}
+}
+
+func (d *decoder) errors(i int, col string) []model.TaskError {
+	var text []byte
+	switch v := d.raw[i].(type) {
+	case string:
+		text = []byte(v)
+	case []byte:
+		text = v
+	default:
+		d.fail(col, v, "not JSON text")
+		return nil
+	}
+	var entries []errorEntry
+	if err := json.Unmarshal(text, &entries); err != nil {
+		d.fail(col, string(text), "not a JSON array of errors: "+err.Error())
+		return nil
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	out := make([]model.TaskError, len(entries))
+	for k, e := range entries {
+		out[k] = model.TaskError{Attempt: e.Attempt, Message: e.Message, LeaseExpired: e.LeaseExpired}
+		if e.At != nil {
+			out[k].At = fromMicros(*e.At)
+		}
+	}
+	return out
+}
+
+// encodeErrors is the JSON of an error history, for rows written from Go.
+func encodeErrors(errs []model.TaskError) (string, error) {
+	entries := make([]errorEntry, len(errs))
+	for k, e := range errs {
+		entries[k] = errorEntry{Attempt: e.Attempt, Message: e.Message, LeaseExpired: e.LeaseExpired}
+		if !e.At.IsZero() {
+			at := e.At.UnixMicro()
+			entries[k].At = &at
+		}
+	}
+	b, err := json.Marshal(entries)
+	return string(b), err
+}
+
+func abbreviate(v any) any {
+	switch v := v.(type) {
+	case string:
+		if len(v) > 40 {
+			return v[:40] + "…"
+		}
+	case []byte:
+		if len(v) > 40 {
+			return string(v[:40]) + "…"
+		}
+		return string(v)
+	}
+	return v
+}
+
+// scanTasks reads every row of rows as a task and closes rows.
+func scanTasks(rows *sql.Rows, err error) ([]model.Task, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []model.Task
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// stateOf decodes a state read on its own.
+func stateOf(v int64, id string) (model.State, error) {
+	s := model.State(v)
+	if v < int64(model.Scheduled) || v > int64(model.Failed) {
+		return 0, fmt.Errorf("%w: task %q: state %d", core.ErrCorrupt, id, v)
+	}
+	return s, nil
+}

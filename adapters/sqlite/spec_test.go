@@ -1,0 +1,47 @@
+package sqlite_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/leasehold/leasehold/adapters/sqlite"
+	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/spec"
+)
+
+var popModes = []sqlite.PopMode{sqlite.PopReturning, sqlite.PopSelectUpdate}
+
+// harness makes stores on fresh database files with the given pop mode.
+func harness(mode sqlite.PopMode) spec.Harness {
+	return spec.Harness{
+		Name: "sqlite/" + mode.String(),
+		New: func(tb testing.TB, clock core.Clock, capacity int) core.Store {
+			return openStore(tb, filepath.Join(tb.TempDir(), "leasehold.db"),
+				sqlite.WithClock(clock), sqlite.WithCapacity(capacity), sqlite.WithPopMode(mode),
+				sqlite.WithSynchronous(sqlite.SyncNormal))
+		},
+	}
+}
+
+// openStore opens a store and closes it when the test ends.
+func openStore(tb testing.TB, path string, opts ...sqlite.Option) *sqlite.Store {
+	tb.Helper()
+	s, err := sqlite.Open(path, opts...)
+	if err != nil {
+		tb.Fatalf("Open(%s): %v", path, err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	for _, mode := range popModes {
+		t.Run(mode.String(), func(t *testing.T) { spec.Run(t, harness(mode)) })
+	}
+}
+
+func TestDifferential(t *testing.T) {
+	for _, mode := range popModes {
+		t.Run(mode.String(), func(t *testing.T) { spec.Differential(t, harness(mode)) })
+	}
+}

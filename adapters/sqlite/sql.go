@@ -1,0 +1,180 @@
+package sqlite
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/leasehold/leasehold/model"
+)
+
+// The SQL of every write. A statement that changes a task carries the
+// guard of its operation in its WHERE clause (task ID with claim token and
+// Running state for a worker, version and Running state for a broker, the
+// source states of the model's transition table for everyone), so it can
+// only change the task it was meant for. When it matches no row the
+// operation diagnoses why in the same transaction (see ops.go).
+//
+// Every LIMIT is written "LIMIT ?n + 0": SQLite 3.54 plans a statement for
+// the value bound to a bare "LIMIT ?n" and re-prepares it whenever that value
+// changes, which would cost a parse per call.
+//
+// Numbers in the SQL are model.State values; the source states of each
+// operation are read from model.Transitions, so the SQL cannot disagree with
+// the table.
+
+// from returns the states op is legal from, as a SQL list ("1, 3, 4").
+func from(op model.Op) string {
+	var s []string
+	for _, st := range model.States {
+		if _, ok := model.Row(op, st); ok {
+			s = append(s, fmt.Sprint(int(st)))
+		}
+	}
+	if len(s) == 0 {
+		panic("leasehold/sqlite: model has no source state for " + op.String())
+	}
+	return strings.Join(s, ", ")
+}
+
+// appendError is the errors column with one entry appended. A column that is
+// not a JSON array is left as it is, and the row then fails to decode with
+// ErrCorrupt, which rolls the operation back.
+func appendError(at, message, leaseExpired string) string {
+	return `CASE WHEN NOT json_valid(errors) THEN errors
+  WHEN json_type(errors) <> 'array' THEN errors
+  ELSE json_insert(errors, '$[#]', json_object('attempt', attempt, 'at', ` + at + `, 'message', ` + message + `, 'lease_expired', json('` + leaseExpired + `'))) END`
+}
+
+// nextVersion is the next value of the queue's sequence (bound as ?1), for
+// a statement that changes one task; the caller then advances the sequence.
+const nextVersion = `(SELECT seq + 1 FROM queues WHERE name = ?1)`
+
+// seqBase is the queue's last sequence value, for statements that stamp
+// several tasks with seqBase + their rank.
+const seqBase = `(SELECT seq FROM queues WHERE name = ?1)`
+
+var (
+	sqlExists  = `SELECT 1 FROM tasks WHERE queue = ?1 AND id = ?2`
+	sqlPending = fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM tasks WHERE queue = ?1 AND state IN (%d, %d, %d) LIMIT ?2 + 0)`,
+		model.Scheduled, model.Ready, model.Running)
+	sqlDrawOne = `INSERT INTO queues (name, seq) VALUES (?1, 1)
+ON CONFLICT (name) DO UPDATE SET seq = seq + 1 RETURNING seq`
+	sqlAdvance = `UPDATE queues SET seq = seq + ?2 WHERE name = ?1`
+	sqlSeq     = `SELECT seq FROM queues WHERE name = ?1`
+	sqlProbe   = `SELECT state, claim_token, version FROM tasks WHERE queue = ?1 AND id = ?2`
+
+	// ?1 queue, ?2 now, ?3 limit (-1: none)
+	sqlPromote = fmt.Sprintf(`WITH due AS (
+  SELECT rowid AS rid, run_after, id FROM tasks WHERE queue = ?1 AND state = %[1]d AND run_after <= ?2 ORDER BY run_after, id LIMIT ?3 + 0
+), picked AS MATERIALIZED (SELECT rid, row_number() OVER (ORDER BY run_after, id) AS rank FROM due)
+UPDATE tasks SET state = %[2]d, version = %[3]s + picked.rank
+FROM picked WHERE tasks.rowid = picked.rid AND tasks.queue = ?1 AND tasks.state IN (%[4]s)
+RETURNING tasks.id, tasks.version`, model.Scheduled, model.Ready, seqBase, from(model.OpPromote))
+
+	// ?1 queue, ?2 n, ?3 now, ?4 deadline
+	sqlPopReturning = fmt.Sprintf(`WITH first AS (
+  SELECT rowid AS rid, priority, version FROM tasks WHERE queue = ?1 AND state = %[1]d ORDER BY priority DESC, version LIMIT ?2 + 0
+), picked AS MATERIALIZED (SELECT rid, row_number() OVER (ORDER BY priority DESC, version) AS rank FROM first)
+UPDATE tasks SET state = %[2]d, version = %[3]s + picked.rank, claim_token = %[3]s + picked.rank,
+  attempt = attempt + 1, claimed_at = ?3, deadline = ?4
+FROM picked WHERE tasks.rowid = picked.rid AND tasks.queue = ?1 AND tasks.state IN (%[4]s)
+RETURNING %[5]s`, model.Ready, model.Running, seqBase, from(model.OpPop), qualifiedColumns)
+
+	// ?1 queue, ?2 n
+	sqlPopSelect = fmt.Sprintf(`SELECT %s FROM tasks WHERE queue = ?1 AND state = %d ORDER BY priority DESC, version LIMIT ?2 + 0`,
+		taskColumns, model.Ready)
+	// ?1 queue, ?2 id, ?3 new version (and token), ?4 now, ?5 deadline, ?6 version seen by the select
+	sqlPopClaim = fmt.Sprintf(`UPDATE tasks SET state = %d, version = ?3, claim_token = ?3, attempt = attempt + 1,
+  claimed_at = ?4, deadline = ?5
+WHERE queue = ?1 AND id = ?2 AND state IN (%s) AND version = ?6`, model.Running, from(model.OpPop))
+
+	// Worker ops: ?1 queue, ?2 id, ?3 claim token; then their own.
+	workerGuard = `WHERE queue = ?1 AND id = ?2 AND claim_token = ?3 AND state IN (%s) RETURNING ` + taskColumns
+
+	// ?4 deadline
+	sqlExtend = fmt.Sprintf(`UPDATE tasks SET version = %s, deadline = ?4 `+workerGuard,
+		nextVersion, from(model.OpExtend))
+	// ?4 now, ?5 result
+	sqlAck = fmt.Sprintf(`UPDATE tasks SET version = %s, state = %d, result = ?5, finished_at = ?4, deadline = NULL `+workerGuard,
+		nextVersion, model.Succeeded, from(model.OpAck))
+	// ?4 now, ?5 message
+	sqlFail = fmt.Sprintf(`UPDATE tasks SET version = %s, state = %d, errors = %s, finished_at = ?4, deadline = NULL `+workerGuard,
+		nextVersion, model.Failed, appendError("?4", "?5", "false"), from(model.OpFail))
+	// ?4 now, ?5 message, ?6 new state, ?7 run after
+	sqlRetry = fmt.Sprintf(`UPDATE tasks SET version = %s, state = ?6, errors = %s, run_after = ?7,
+  claim_token = 0, claimed_at = NULL, deadline = NULL, finished_at = NULL `+workerGuard,
+		nextVersion, appendError("?4", "?5", "false"), from(model.OpRetry))
+
+	// ?1 queue, ?2 now, ?3 limit, ?4 new deadline
+	sqlClaimExpired = fmt.Sprintf(`WITH expired AS (
+  SELECT rowid AS rid, deadline, id FROM tasks WHERE queue = ?1 AND state = %[1]d AND deadline <= ?2 ORDER BY deadline, id LIMIT ?3 + 0
+), picked AS MATERIALIZED (SELECT rid, row_number() OVER (ORDER BY deadline, id) AS rank FROM expired)
+UPDATE tasks SET version = %[2]s + picked.rank, deadline = ?4
+FROM picked WHERE tasks.rowid = picked.rid AND tasks.queue = ?1 AND tasks.state IN (%[3]s)
+RETURNING %[4]s`, model.Running, seqBase, from(model.OpClaimExpired), qualifiedColumns)
+
+	// Broker decisions: ?1 queue, ?2 id, ?3 version of the reap claim; then their own.
+	brokerGuard = `WHERE queue = ?1 AND id = ?2 AND version = ?3 AND state IN (%s) RETURNING ` + taskColumns
+
+	// ?4 now, ?5 message, ?6 new state, ?7 run after
+	sqlRequeue = fmt.Sprintf(`UPDATE tasks SET version = %s, state = ?6, errors = %s, run_after = ?7,
+  claim_token = 0, claimed_at = NULL, deadline = NULL, finished_at = NULL `+brokerGuard,
+		nextVersion, appendError("?4", "?5", "true"), from(model.OpRequeue))
+	// ?4 now, ?5 message
+	sqlFinalize = fmt.Sprintf(`UPDATE tasks SET version = %s, state = %d, errors = %s, finished_at = ?4, deadline = NULL `+brokerGuard,
+		nextVersion, model.Failed, appendError("?4", "?5", "true"), from(model.OpFinalize))
+
+	// ?1 queue, ?2 now, ?3 limit, ?4 state when retried, ?5 run after when retried
+	sqlRecoverExpired = fmt.Sprintf(`WITH expired AS (
+  SELECT rowid AS rid, deadline, id FROM tasks WHERE queue = ?1 AND state = %[1]d AND deadline <= ?2 ORDER BY deadline, id LIMIT ?3 + 0
+), picked AS MATERIALIZED (SELECT rid, row_number() OVER (ORDER BY deadline, id) AS rank FROM expired)
+UPDATE tasks SET version = %[2]s + picked.rank,
+  errors = %[3]s,
+  state       = CASE WHEN attempt >= max_attempts THEN %[4]d ELSE ?4 END,
+  finished_at = CASE WHEN attempt >= max_attempts THEN ?2 ELSE NULL END,
+  run_after   = CASE WHEN attempt >= max_attempts THEN run_after ELSE ?5 END,
+  claim_token = CASE WHEN attempt >= max_attempts THEN claim_token ELSE 0 END,
+  claimed_at  = CASE WHEN attempt >= max_attempts THEN claimed_at ELSE NULL END,
+  deadline = NULL
+FROM picked WHERE tasks.rowid = picked.rid AND tasks.queue = ?1 AND tasks.state IN (%[5]s)
+RETURNING %[6]s`, model.Running, seqBase, appendError("?2", "'"+model.LeaseExpiredMessage+"'", "true"),
+		model.Failed, from(model.OpRecoverExpired), qualifiedColumns)
+
+	// Inspector actions: ?1 queue, ?2 id, ?3 expected version (0: any).
+	sqlInspectRequeue = fmt.Sprintf(`UPDATE tasks SET version = %s, state = %d, attempt = 0, result = NULL, run_after = NULL,
+  claim_token = 0, claimed_at = NULL, deadline = NULL, finished_at = NULL
+WHERE queue = ?1 AND id = ?2 AND (?3 = 0 OR version = ?3) AND state IN (%s) RETURNING %s`,
+		nextVersion, model.Ready, from(model.OpInspectRequeue), taskColumns)
+	sqlRemove = fmt.Sprintf(`DELETE FROM tasks WHERE queue = ?1 AND id = ?2 AND (?3 = 0 OR version = ?3) AND state IN (%s) RETURNING %s`,
+		from(model.OpRemove), taskColumns)
+
+	// ?1 queue, ?2 before, ?3 succeeded wanted, ?4 failed wanted, ?5 limit
+	// (-1: none). Each state is scanned in index order up to the limit, and
+	// the oldest of both are taken.
+	sqlPrune = fmt.Sprintf(`DELETE FROM tasks WHERE rowid IN (
+  SELECT rid FROM (
+    SELECT * FROM (SELECT rowid AS rid, finished_at, id FROM tasks
+      WHERE ?3 AND queue = ?1 AND state = %[1]d AND finished_at < ?2 ORDER BY finished_at, id LIMIT ?5 + 0)
+    UNION ALL
+    SELECT * FROM (SELECT rowid AS rid, finished_at, id FROM tasks
+      WHERE ?4 AND queue = ?1 AND state = %[2]d AND finished_at < ?2 ORDER BY finished_at, id LIMIT ?5 + 0)
+  ) ORDER BY finished_at, id LIMIT ?5 + 0)
+RETURNING id, finished_at`, model.Succeeded, model.Failed)
+)
+
+// Reads run on the read-only pool.
+var (
+	sqlGet = `SELECT ` + taskColumns + ` FROM tasks WHERE queue = ?1 AND id = ?2`
+	// One statement per state, the state written in: bound as a parameter,
+	// the state would be compared with the partial index's condition at
+	// planning time, and SQLite would re-plan the statement whenever the
+	// state bound to it changes.
+	sqlList = func() map[model.State]string {
+		m := map[model.State]string{}
+		for _, st := range model.States {
+			m[st] = fmt.Sprintf(`SELECT %s FROM tasks WHERE queue = ?1 AND state = %d AND id > ?2 ORDER BY id LIMIT ?3 + 0`, taskColumns, st)
+		}
+		return m
+	}()
+	sqlCounts = `SELECT state, count(*) FROM tasks WHERE queue = ?1 GROUP BY state`
+)

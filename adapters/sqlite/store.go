@@ -1,0 +1,440 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/model"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// Store is a core.Store kept in one SQLite database file. It is safe for
+// concurrent use by many goroutines, and several processes may open the same
+// file at once.
+type Store struct {
+	path     string
+	clock    core.Clock
+	capacity int
+	popMode  PopMode
+
+	w      *sql.DB // the one writer connection; every transaction is BEGIN IMMEDIATE
+	r      *sql.DB // read-only pool for Get, List and Counts
+	wstmts stmtCache
+	rstmts stmtCache
+
+	mu     sync.RWMutex // held shared by every operation, exclusively by Close
+	closed bool
+}
+
+var _ core.Store = (*Store)(nil)
+
+// PopMode selects how Pop claims Ready tasks. Both give the same results;
+// they differ in the SQL that does the claim.
+type PopMode uint8
+
+const (
+	// PopReturning claims the tasks with one UPDATE … FROM … RETURNING
+	// statement that picks them, stamps them and returns them.
+	PopReturning PopMode = iota
+	// PopSelectUpdate selects the first Ready tasks, then updates each one
+	// with its state and version re-checked in the UPDATE's WHERE clause,
+	// in the same transaction.
+	PopSelectUpdate
+)
+
+// String names the pop mode.
+func (m PopMode) String() string {
+	switch m {
+	case PopReturning:
+		return "returning"
+	case PopSelectUpdate:
+		return "select-update"
+	}
+	return fmt.Sprintf("PopMode(%d)", uint8(m))
+}
+
+// Synchronous is SQLite's synchronous setting for the writer connection.
+type Synchronous uint8
+
+const (
+	// SyncFull syncs the write-ahead log at every commit: an acknowledged
+	// operation survives a crash of the process and of the host.
+	SyncFull Synchronous = iota
+	// SyncNormal syncs the log only at checkpoints: an acknowledged
+	// operation survives a crash of the process, but the last ones may be
+	// lost if the host loses power.
+	SyncNormal
+)
+
+// DefaultBusyTimeout is how long a transaction waits for another process's
+// write lock before it fails, unless WithBusyTimeout says otherwise.
+const DefaultBusyTimeout = 10 * time.Second
+
+// DefaultLiteQueueMaxAttempts is the MaxAttempts given to messages imported
+// from a LiteQueue database, unless WithLiteQueueMaxAttempts says otherwise.
+const DefaultLiteQueueMaxAttempts = 3
+
+// DefaultLiteQueueName names the queue that receives a LiteQueue database's
+// messages when its file name does not give one (see WithLiteQueueName).
+const DefaultLiteQueueName = "litequeue"
+
+// Option configures Open.
+type Option func(*config)
+
+type config struct {
+	clock           core.Clock
+	capacity        int
+	popMode         PopMode
+	busyTimeout     time.Duration
+	readers         int
+	sync            Synchronous
+	legacyQueue     string
+	legacyAttempts  int
+	legacyQueueSet  bool
+	legacyAttemptOK bool
+}
+
+// WithClock makes the store judge time by c instead of core.SystemClock.
+func WithClock(c core.Clock) Option { return func(cfg *config) { cfg.clock = c } }
+
+// WithCapacity bounds the pending (Scheduled, Ready and Running) tasks of each
+// queue; Enqueue beyond it is ErrQueueFull. 0, the default, means unlimited.
+func WithCapacity(n int) Option { return func(cfg *config) { cfg.capacity = max(n, 0) } }
+
+// WithPopMode selects the Pop implementation (default PopReturning).
+func WithPopMode(m PopMode) Option { return func(cfg *config) { cfg.popMode = m } }
+
+// WithBusyTimeout sets how long a transaction waits for the write lock held
+// by another process (default DefaultBusyTimeout).
+func WithBusyTimeout(d time.Duration) Option { return func(cfg *config) { cfg.busyTimeout = d } }
+
+// WithReaders sets the size of the read-only connection pool (default: the
+// number of CPUs, at least 2).
+func WithReaders(n int) Option { return func(cfg *config) { cfg.readers = n } }
+
+// WithSynchronous sets when commits reach the disk (default SyncFull).
+func WithSynchronous(s Synchronous) Option { return func(cfg *config) { cfg.sync = s } }
+
+// WithLiteQueueName names the queue that receives the messages when Open
+// migrates a LiteQueue database. By default it is the LiteQueue queue name
+// taken from the file name ("<name>.queue.sqlite3"), or DefaultLiteQueueName.
+func WithLiteQueueName(name string) Option {
+	return func(cfg *config) { cfg.legacyQueue, cfg.legacyQueueSet = name, true }
+}
+
+// WithLiteQueueMaxAttempts sets the MaxAttempts of the tasks Open imports
+// from a LiteQueue database (default DefaultLiteQueueMaxAttempts).
+func WithLiteQueueMaxAttempts(n int) Option {
+	return func(cfg *config) { cfg.legacyAttempts, cfg.legacyAttemptOK = n, true }
+}
+
+// Open opens (creating it if needed) the leasehold database at path, brings
+// its schema up to date, and returns a store on it. A database created by
+// LiteQueue is migrated in place (see the package documentation).
+func Open(path string, opts ...Option) (*Store, error) {
+	cfg := config{
+		clock:          core.SystemClock{},
+		busyTimeout:    DefaultBusyTimeout,
+		readers:        max(runtime.NumCPU(), 2),
+		legacyAttempts: DefaultLiteQueueMaxAttempts,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := checkConfig(path, &cfg); err != nil {
+		return nil, err
+	}
+	common := fmt.Sprintf("_pragma=busy_timeout(%d)", cfg.busyTimeout.Milliseconds())
+	syncMode := "FULL"
+	if cfg.sync == SyncNormal {
+		syncMode = "NORMAL"
+	}
+	w, err := sql.Open("sqlite", path+"?"+common+"&_txlock=immediate&_pragma=journal_mode(WAL)&_pragma=synchronous("+syncMode+")")
+	if err != nil {
+		return nil, fmt.Errorf("leasehold/sqlite: open %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	if err := migrate(w, path, cfg); err != nil {
+		w.Close()
+		return nil, err
+	}
+	r, err := sql.Open("sqlite", path+"?"+common+"&_query_only=1")
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("leasehold/sqlite: open %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(cfg.readers)
+	r.SetMaxIdleConns(cfg.readers)
+	s := &Store{path: path, clock: cfg.clock, capacity: cfg.capacity, popMode: cfg.popMode, w: w, r: r}
+	s.wstmts.db, s.rstmts.db = w, r
+	return s, nil
+}
+
+// stmtCache holds the statements prepared on one pool, each prepared once,
+// when an operation first needs it. Lookups never block (they happen inside
+// write transactions, which hold the writer's only connection); preparing
+// happens outside transactions.
+type stmtCache struct {
+	db *sql.DB
+	m  sync.Map   // query -> *sql.Stmt
+	mu sync.Mutex // serializes preparing
+}
+
+func (c *stmtCache) lookup(q string) *sql.Stmt {
+	if st, ok := c.m.Load(q); ok {
+		return st.(*sql.Stmt)
+	}
+	return nil
+}
+
+// prepare makes sure every query in qs is prepared. It must not be called
+// while holding the writer's connection.
+func (c *stmtCache) prepare(ctx context.Context, qs ...string) error {
+	for _, q := range qs {
+		if c.lookup(q) != nil {
+			continue
+		}
+		c.mu.Lock()
+		if c.lookup(q) == nil {
+			st, err := c.db.PrepareContext(ctx, q)
+			if err != nil {
+				c.mu.Unlock()
+				return fmt.Errorf("leasehold/sqlite: prepare %q: %w", firstLine(q), err)
+			}
+			c.m.Store(q, st)
+		}
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+func (c *stmtCache) close() {
+	c.m.Range(func(_, st any) bool {
+		st.(*sql.Stmt).Close()
+		return true
+	})
+}
+
+func checkConfig(path string, cfg *config) error {
+	switch {
+	case path == "" || path == ":memory:" || strings.HasPrefix(path, "file:"):
+		return fmt.Errorf("%w: sqlite: path %q: give the path of a database file (for an in-memory store use adapters/memory)", core.ErrInvalidArgument, path)
+	case strings.ContainsAny(path, "?#"):
+		return fmt.Errorf("%w: sqlite: path %q must not contain '?' or '#'", core.ErrInvalidArgument, path)
+	case cfg.clock == nil:
+		return fmt.Errorf("%w: sqlite: nil clock", core.ErrInvalidArgument)
+	case cfg.popMode != PopReturning && cfg.popMode != PopSelectUpdate:
+		return fmt.Errorf("%w: sqlite: unknown pop mode %d", core.ErrInvalidArgument, cfg.popMode)
+	case cfg.sync != SyncFull && cfg.sync != SyncNormal:
+		return fmt.Errorf("%w: sqlite: unknown synchronous setting %d", core.ErrInvalidArgument, cfg.sync)
+	case cfg.busyTimeout < 0 || cfg.readers < 1:
+		return fmt.Errorf("%w: sqlite: busy timeout %v, readers %d", core.ErrInvalidArgument, cfg.busyTimeout, cfg.readers)
+	case cfg.legacyAttempts < 1:
+		return fmt.Errorf("%w: sqlite: LiteQueue max attempts %d < 1", core.ErrInvalidArgument, cfg.legacyAttempts)
+	}
+	if !cfg.legacyQueueSet {
+		cfg.legacyQueue = DefaultLiteQueueName
+		base := filepath.Base(path)
+		if name, ok := strings.CutSuffix(base, ".queue.sqlite3"); ok && core.ValidateQueueName(name) == nil {
+			cfg.legacyQueue = name
+		}
+	}
+	if err := core.ValidateQueueName(cfg.legacyQueue); err != nil {
+		return fmt.Errorf("sqlite: LiteQueue queue name: %w", err)
+	}
+	return nil
+}
+
+// Close closes the database. It waits for operations in progress; later
+// operations return core.ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.closeDBs()
+}
+
+func (s *Store) closeDBs() error {
+	s.wstmts.close()
+	s.rstmts.close()
+	return errors.Join(s.r.Close(), s.w.Close())
+}
+
+// Vacuum rebuilds the database file to return the space of deleted tasks to
+// the file system. It takes the write lock for as long as it runs.
+func (s *Store) Vacuum(ctx context.Context) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return core.ErrClosed
+	}
+	if _, err := s.w.ExecContext(ctx, "VACUUM"); err != nil {
+		return fmt.Errorf("leasehold/sqlite: vacuum: %w", err)
+	}
+	return nil
+}
+
+// Path returns the database file's path.
+func (s *Store) Path() string { return s.path }
+
+// String names the store.
+func (s *Store) String() string { return fmt.Sprintf("sqlite store %s (pop %v)", s.path, s.popMode) }
+
+// tx is one write transaction: BEGIN IMMEDIATE on the writer connection.
+type tx struct {
+	s   *Store
+	ctx context.Context
+	sql *sql.Tx
+	// late collects the queries the transaction had to prepare on the spot
+	// (the operation did not declare them); write caches them afterwards.
+	late *[]string
+}
+
+// stmt returns the prepared statement for q within the transaction.
+func (t tx) stmt(q string) *sql.Stmt {
+	if st := t.s.wstmts.lookup(q); st != nil {
+		return t.sql.StmtContext(t.ctx, st)
+	}
+	*t.late = append(*t.late, q)
+	st, err := t.sql.PrepareContext(t.ctx, q)
+	if err != nil {
+		panic(fmt.Errorf("prepare %q: %w", firstLine(q), err)) // an invalid statement is a programming error; write recovers
+	}
+	return st
+}
+
+func (t tx) query(q string, args ...any) (*sql.Rows, error) {
+	return t.stmt(q).QueryContext(t.ctx, args...)
+}
+
+func (t tx) exec(q string, args ...any) (sql.Result, error) {
+	return t.stmt(q).ExecContext(t.ctx, args...)
+}
+
+func (t tx) queryRow(q string, args ...any) *sql.Row {
+	return t.stmt(q).QueryRowContext(t.ctx, args...)
+}
+
+// enter checks what every operation checks first, in the model store's order:
+// the context, the queue name, that the store is open, then the operation's
+// own arguments. On success the caller holds s.mu shared and must call
+// s.mu.RUnlock.
+func (s *Store) enter(ctx context.Context, queue string, validate func() error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := core.ValidateQueueName(queue); err != nil {
+		return err
+	}
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return core.ErrClosed
+	}
+	if validate != nil {
+		if err := validate(); err != nil {
+			s.mu.RUnlock()
+			return err
+		}
+	}
+	return nil
+}
+
+// write runs fn in one BEGIN IMMEDIATE transaction and commits it if fn
+// returns nil. now is read from the clock once the write lock is held, so it
+// is the instant the operation takes effect. Any error rolls everything back.
+//
+// needs lists the statements fn uses; they are prepared (once per store)
+// before the transaction begins.
+func (s *Store) write(ctx context.Context, queue string, validate func() error, needs []string, fn func(t tx, now time.Time) error) (now time.Time, err error) {
+	if err := s.enter(ctx, queue, validate); err != nil {
+		return time.Time{}, err
+	}
+	defer s.mu.RUnlock()
+	if err := s.wstmts.prepare(ctx, needs...); err != nil {
+		return time.Time{}, err
+	}
+	var late []string
+	defer func() {
+		if len(late) > 0 {
+			s.wstmts.prepare(context.Background(), late...) // only a cache: an error here changes nothing
+		}
+	}()
+	sqlTx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("leasehold/sqlite: begin: %w", err)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("leasehold/sqlite: internal error: %v", r)
+		}
+		if err != nil {
+			sqlTx.Rollback()
+		}
+	}()
+	now = trunc(s.clock.Now())
+	if err = fn(tx{s: s, ctx: ctx, sql: sqlTx, late: &late}, now); err != nil {
+		return time.Time{}, err
+	}
+	if err = sqlTx.Commit(); err != nil {
+		return time.Time{}, fmt.Errorf("leasehold/sqlite: commit: %w", err)
+	}
+	return now, nil
+}
+
+// read runs fn against the read-only pool. Every read is one statement, so it
+// sees one committed state of the database.
+func (s *Store) read(ctx context.Context, queue string, validate func() error, q string, fn func(st *sql.Stmt) error) (err error) {
+	if err := s.enter(ctx, queue, validate); err != nil {
+		return err
+	}
+	defer s.mu.RUnlock()
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("leasehold/sqlite: internal error: %v", r)
+		}
+	}()
+	if err := s.rstmts.prepare(ctx, q); err != nil {
+		return err
+	}
+	return fn(s.rstmts.lookup(q))
+}
+
+func firstLine(q string) string {
+	q = strings.TrimSpace(q)
+	if i := strings.IndexByte(q, '\n'); i >= 0 {
+		return q[:i] + " …"
+	}
+	return q
+}
+
+// validID is the model's check of a task ID.
+func validID(id string) error {
+	if id == "" || len(id) > model.MaxIDLength {
+		return fmt.Errorf("%w: task ID %q must have 1..%d bytes", core.ErrInvalidArgument, id, model.MaxIDLength)
+	}
+	return nil
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{core.ErrInvalidArgument}, args...)...)
+}
+
+func corrupt(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{core.ErrCorrupt}, args...)...)
+}
