@@ -81,7 +81,10 @@
 //
 // A row that does not decode (an unknown state, an error history that is not
 // a JSON array, a time that is not an integer, ...) makes the operation that
-// reads it fail with an error wrapping core.ErrCorrupt, and roll back.
+// reads it fail with an error wrapping core.ErrCorrupt, and roll back. A row
+// is checked as the operation leaves it, so an operation that overwrites
+// every damaged field (an Extend over a damaged deadline) succeeds and
+// leaves a sound row.
 //
 // # Migrating from LiteQueue
 //

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -69,18 +70,22 @@ func (t tx) oneTask(q string, args ...any) (task model.Task, found bool, err err
 // probe reads what the guards look at; found is false when the task does not
 // exist.
 func (t tx) probe(queue, id string) (state model.State, token, version uint64, found bool, err error) {
-	var st, tok, ver int64
-	err = t.queryRow(sqlProbe, queue, id).Scan(&st, &tok, &ver)
+	var raw [3]any
+	err = t.queryRow(sqlProbe, queue, id).Scan(&raw[0], &raw[1], &raw[2])
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, 0, 0, false, nil
 	}
 	if err != nil {
 		return 0, 0, 0, false, err
 	}
-	if state, err = stateOf(st, id); err != nil {
-		return 0, 0, 0, false, err
+	d := decoder{raw: raw[:]}
+	state = model.State(d.int(0, "state", int64(model.Scheduled), int64(model.Failed)))
+	token = uint64(d.int(1, "claim_token", 0, math.MaxInt64))
+	version = uint64(d.int(2, "version", 1, math.MaxInt64))
+	if d.err != nil {
+		return 0, 0, 0, false, corrupt("task %q in queue %q: %v", id, queue, d.err)
 	}
-	return state, uint64(tok), uint64(ver), true, nil
+	return state, token, version, true, nil
 }
 
 // --- producer and mover ------------------------------------------------------

@@ -165,10 +165,8 @@ RETURNING id, finished_at`, model.Succeeded, model.Failed)
 // Reads run on the read-only pool.
 var (
 	sqlGet = `SELECT ` + taskColumns + ` FROM tasks WHERE queue = ?1 AND id = ?2`
-	// One statement per state, the state written in: bound as a parameter,
-	// the state would be compared with the partial index's condition at
-	// planning time, and SQLite would re-plan the statement whenever the
-	// state bound to it changes.
+	// One statement per state, with the state written in, so each one is
+	// planned for the index range of its state.
 	sqlList = func() map[model.State]string {
 		m := map[model.State]string{}
 		for _, st := range model.States {

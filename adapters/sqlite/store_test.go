@@ -1,0 +1,335 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/adapters/sqlite"
+	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/model"
+	"github.com/leasehold/leasehold/spec"
+)
+
+var ctx = context.Background()
+
+func enqueue(t *testing.T, s core.Store, queue, id string, args ...func(*model.EnqueueArgs)) core.Task {
+	t.Helper()
+	a := model.EnqueueArgs{ID: id, Payload: []byte("payload of " + id), MaxAttempts: 3}
+	for _, f := range args {
+		f(&a)
+	}
+	res, err := s.Enqueue(ctx, core.EnqueueParams{Queue: queue, EnqueueArgs: a})
+	if err != nil {
+		t.Fatalf("Enqueue(%s): %v", id, err)
+	}
+	return res.Task
+}
+
+// rawDB opens the database file directly, as a test that tampers with it.
+func rawDB(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func exec(t *testing.T, db *sql.DB, q string, args ...any) {
+	t.Helper()
+	if _, err := db.Exec(q, args...); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+// dump returns every row of the tasks and queues tables as text.
+func dump(t *testing.T, db *sql.DB) string {
+	t.Helper()
+	var b strings.Builder
+	for _, q := range []string{`SELECT * FROM tasks ORDER BY queue, id`, `SELECT * FROM queues ORDER BY name`} {
+		rows, err := db.Query(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols, _ := rows.Columns()
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&b, "%q\n", vals)
+		}
+		rows.Close()
+	}
+	return b.String()
+}
+
+func TestOperationsAfterCloseReturnErrClosed(t *testing.T) {
+	s, err := sqlite.Open(filepath.Join(t.TempDir(), "closed.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, s, "q", "a")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	_, err = s.Enqueue(ctx, core.EnqueueParams{Queue: "q", EnqueueArgs: model.EnqueueArgs{ID: "b", MaxAttempts: 1}})
+	if !errors.Is(err, core.ErrClosed) {
+		t.Errorf("Enqueue after Close: %v, want ErrClosed", err)
+	}
+	if _, err := s.Get(ctx, core.GetParams{Queue: "q", ID: "a"}); !errors.Is(err, core.ErrClosed) {
+		t.Errorf("Get after Close: %v, want ErrClosed", err)
+	}
+	if err := s.Vacuum(ctx); !errors.Is(err, core.ErrClosed) {
+		t.Errorf("Vacuum after Close: %v, want ErrClosed", err)
+	}
+}
+
+func TestReopenKeepsTasksAndNeverReusesAVersion(t *testing.T) {
+	clock := core.NewFakeClock(spec.Epoch)
+	path := filepath.Join(t.TempDir(), "reopen.db")
+	s, err := sqlite.Open(path, sqlite.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, s, "q", "a")
+	enqueue(t, s, "q", "b")
+	popped := popOne(t, s, "q", time.Minute)
+	if _, err := s.Remove(ctx, core.InspectParams{Queue: "q", ID: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = openStore(t, path, sqlite.WithClock(clock))
+	got, err := s.Get(ctx, core.GetParams{Queue: "q", ID: "a"})
+	if err != nil || !got.Equal(popped) {
+		t.Fatalf("after reopening, a = %+v (%v), want %+v", got, err, popped)
+	}
+	again := enqueue(t, s, "q", "b")
+	if again.Version != popped.Version+1 {
+		t.Errorf("re-enqueued b has version %d, want %d: the sequence must survive Remove and reopening", again.Version, popped.Version+1)
+	}
+	if _, err := s.Ack(ctx, core.AckParams{Claim: popped.Claim()}); err != nil {
+		t.Errorf("the claim taken before reopening: %v", err)
+	}
+}
+
+func TestOpenRefusesDatabasesItDoesNotOwn(t *testing.T) {
+	dir := t.TempDir()
+
+	foreign := filepath.Join(dir, "foreign.db")
+	exec(t, rawDB(t, foreign), `CREATE TABLE accounts (id INTEGER PRIMARY KEY, name TEXT)`)
+	if s, err := sqlite.Open(foreign); err == nil {
+		s.Close()
+		t.Error("Open of a database with another application's table succeeded")
+	}
+
+	newer := filepath.Join(dir, "newer.db")
+	s := openStore(t, newer)
+	s.Close()
+	exec(t, rawDB(t, newer), fmt.Sprintf(`PRAGMA user_version = %d`, sqlite.SchemaVersion+1))
+	if s, err := sqlite.Open(newer); err == nil || !strings.Contains(err.Error(), "schema version") {
+		if s != nil {
+			s.Close()
+		}
+		t.Errorf("Open of a database from a newer build: %v, want a schema version error", err)
+	}
+
+	for _, path := range []string{"", ":memory:", "file:x.db", filepath.Join(dir, "what?.db")} {
+		if s, err := sqlite.Open(path); !errors.Is(err, core.ErrInvalidArgument) {
+			if s != nil {
+				s.Close()
+			}
+			t.Errorf("Open(%q): %v, want ErrInvalidArgument", path, err)
+		}
+	}
+}
+
+// TestCorruptRowsAreReportedAndChangeNothing tampers with rows behind the
+// store's back: every operation that reads such a row fails with ErrCorrupt
+// and leaves the database as it was.
+func TestCorruptRowsAreReportedAndChangeNothing(t *testing.T) {
+	clock := core.NewFakeClock(spec.Epoch)
+	path := filepath.Join(t.TempDir(), "corrupt.db")
+	s := openStore(t, path, sqlite.WithClock(clock))
+	db := rawDB(t, path)
+
+	enqueue(t, s, "q", "ready")
+	enqueue(t, s, "q", "running")
+	running := popOne(t, s, "q", time.Second)
+	if running.ID != "ready" {
+		t.Fatalf("popped %s", running.ID)
+	}
+	clock.Advance(2 * time.Second)
+
+	type op struct {
+		name string
+		run  func() error
+	}
+	claim := running.Claim()
+	ops := []op{
+		{"Get", func() error { _, err := s.Get(ctx, core.GetParams{Queue: "q", ID: "ready"}); return err }},
+		{"List", func() error {
+			_, err := s.List(ctx, core.ListParams{Queue: "q", State: core.Running, Limit: 10})
+			return err
+		}},
+		{"Extend", func() error { _, err := s.Extend(ctx, core.ExtendParams{Claim: claim, Lease: time.Minute}); return err }},
+		{"Ack", func() error { _, err := s.Ack(ctx, core.AckParams{Claim: claim}); return err }},
+		{"Fail", func() error { _, err := s.Fail(ctx, core.FailParams{Claim: claim, Message: "x"}); return err }},
+		{"Retry", func() error { _, err := s.Retry(ctx, core.RetryParams{Claim: claim}); return err }},
+		{"ClaimExpired", func() error {
+			_, err := s.ClaimExpired(ctx, core.ClaimExpiredParams{Queue: "q", ClaimTTL: time.Minute})
+			return err
+		}},
+		{"RecoverExpired", func() error { _, err := s.RecoverExpired(ctx, core.RecoverExpiredParams{Queue: "q"}); return err }},
+		{"InspectRequeue", func() error {
+			_, err := s.InspectRequeue(ctx, core.InspectParams{Queue: "q", ID: "ready"})
+			return err
+		}},
+		{"Remove", func() error { _, err := s.Remove(ctx, core.InspectParams{Queue: "q", ID: "ready"}); return err }},
+	}
+	// overwrites lists the operations that overwrite a damaged field without
+	// reading it: they succeed and leave a sound row (see the package doc).
+	for _, damage := range []struct {
+		name, sql  string
+		overwrites []string
+	}{
+		{"an error history that is not JSON", `UPDATE tasks SET errors = '{not json' WHERE id = 'ready'`, nil},
+		{"an error history that is not an array", `UPDATE tasks SET errors = '{"attempt": 1}' WHERE id = 'ready'`, nil},
+		{"an enqueue time that is text", `UPDATE tasks SET enqueued_at = 'yesterday' WHERE id = 'ready'`, nil},
+		{"a priority out of range", `UPDATE tasks SET priority = 99999 WHERE id = 'ready'`, nil},
+		{"no attempts allowed", `UPDATE tasks SET max_attempts = 0 WHERE id = 'ready'`, nil},
+		{"a claim token that is text", `UPDATE tasks SET claim_token = 'abc' WHERE id = 'ready'`,
+			[]string{"RecoverExpired", "InspectRequeue"}},
+	} {
+		t.Run(damage.name, func(t *testing.T) {
+			exec(t, db, `SAVEPOINT damage`)
+			exec(t, db, damage.sql)
+			exec(t, db, `RELEASE damage`)
+			before := dump(t, db)
+			for _, o := range ops {
+				if slices.Contains(damage.overwrites, o.name) {
+					continue
+				}
+				if err := o.run(); !errors.Is(err, core.ErrCorrupt) {
+					t.Errorf("%s on a row with %s: %v, want ErrCorrupt", o.name, damage.name, err)
+				}
+				if after := dump(t, db); after != before {
+					t.Fatalf("%s on a corrupt row changed the database:\nbefore %s\nafter  %s", o.name, before, after)
+				}
+			}
+		})
+		exec(t, db, `UPDATE tasks SET errors = '[]', enqueued_at = ?1, priority = 0, max_attempts = 3, claim_token = ?2 WHERE id = 'ready'`,
+			running.EnqueuedAt.UnixMicro(), running.ClaimToken)
+		if got, err := s.Get(ctx, core.GetParams{Queue: "q", ID: "ready"}); err != nil || !got.Equal(running) {
+			t.Fatalf("repair failed: %+v, %v", got, err)
+		}
+	}
+
+	// A Ready row whose state is unknown is corrupt for Counts and Get; the
+	// Pop that would claim a corrupt Ready row changes nothing.
+	exec(t, db, `UPDATE tasks SET state = 9 WHERE id = 'running'`)
+	if _, err := s.Counts(ctx, core.CountsParams{Queue: "q"}); !errors.Is(err, core.ErrCorrupt) {
+		t.Errorf("Counts with an unknown state: %v, want ErrCorrupt", err)
+	}
+	exec(t, db, `UPDATE tasks SET state = 2, payload = 42 WHERE id = 'running'`)
+	before := dump(t, db)
+	if _, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Second, N: 5}); !errors.Is(err, core.ErrCorrupt) {
+		t.Errorf("Pop of a row whose payload is a number: %v, want ErrCorrupt", err)
+	}
+	if after := dump(t, db); after != before {
+		t.Errorf("a Pop that failed changed the database:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// TestTimesBetweenMicrosecondsDecideAsTheModel gives times that the store
+// cannot keep exactly: each comparison with the clock must still come out as
+// the model's.
+func TestTimesBetweenMicrosecondsDecideAsTheModel(t *testing.T) {
+	clock := core.NewFakeClock(spec.Epoch)
+	s := openStore(t, filepath.Join(t.TempDir(), "micro.db"), sqlite.WithClock(clock))
+	now := clock.Now()
+	task := enqueue(t, s, "q", "soon", func(a *model.EnqueueArgs) { a.RunAfter = now.Add(300 * time.Nanosecond) })
+	if task.State != core.Scheduled || !task.RunAfter.Equal(now.Add(time.Microsecond)) {
+		t.Fatalf("RunAfter 300ns after now: %v at %v, want Scheduled, kept as the next microsecond", task.State, task.RunAfter)
+	}
+	if res, _ := s.Promote(ctx, core.PromoteParams{Queue: "q"}); len(res.IDs) != 0 {
+		t.Errorf("promoted before RunAfter: %v", res.IDs)
+	}
+	clock.Advance(time.Microsecond)
+	if res, _ := s.Promote(ctx, core.PromoteParams{Queue: "q"}); len(res.IDs) != 1 {
+		t.Errorf("not promoted once RunAfter passed: %v", res.IDs)
+	}
+	popped, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: 1500 * time.Nanosecond, N: 1})
+	if err != nil || len(popped.Tasks) != 1 {
+		t.Fatal(popped, err)
+	}
+	clock.Advance(time.Microsecond) // 1µs < 1.5µs: not expired yet
+	if res, _ := s.ClaimExpired(ctx, core.ClaimExpiredParams{Queue: "q", ClaimTTL: time.Second}); len(res.Claims) != 0 {
+		t.Errorf("a lease of 1.5µs expired after 1µs")
+	}
+	clock.Advance(time.Microsecond)
+	if res, _ := s.ClaimExpired(ctx, core.ClaimExpiredParams{Queue: "q", ClaimTTL: time.Second}); len(res.Claims) != 1 {
+		t.Errorf("a lease of 1.5µs did not expire after 2µs")
+	}
+	if got, _ := s.Get(ctx, core.GetParams{Queue: "q", ID: "soon"}); got.EnqueuedAt.Location() != time.UTC || !got.FinishedAt.IsZero() {
+		t.Errorf("times come back as %v (%v), want UTC and the zero time for unset ones", got.EnqueuedAt, got.FinishedAt)
+	}
+}
+
+func TestVacuumShrinksTheFileAndKeepsTheTasks(t *testing.T) {
+	clock := core.NewFakeClock(spec.Epoch)
+	path := filepath.Join(t.TempDir(), "vacuum.db")
+	s := openStore(t, path, sqlite.WithClock(clock))
+	big := make([]byte, 8<<10)
+	for i := range 40 {
+		enqueue(t, s, "q", fmt.Sprintf("t%02d", i), func(a *model.EnqueueArgs) { a.Payload = big })
+	}
+	res, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Minute, N: 39})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range res.Tasks {
+		if _, err := s.Ack(ctx, core.AckParams{Claim: task.Claim()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Advance(time.Second)
+	if _, err := s.Prune(ctx, core.PruneParams{Queue: "q", States: []core.State{core.Succeeded}, Before: clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	db := rawDB(t, path)
+	pages := func() (n int) {
+		if err := db.QueryRow(`PRAGMA page_count`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := pages()
+	if err := s.Vacuum(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := pages(); after >= before/2 {
+		t.Errorf("Vacuum left %d pages of %d", after, before)
+	}
+	if c, err := s.Counts(ctx, core.CountsParams{Queue: "q"}); err != nil || c.Ready != 1 || c.Total() != 1 {
+		t.Errorf("after Vacuum: %+v, %v; want the one Ready task", c, err)
+	}
+}
