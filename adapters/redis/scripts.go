@@ -5,6 +5,8 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,7 +28,8 @@ var ErrSequenceExhausted = errors.New("leasehold/redis: queue sequence exhausted
 // versionLimit is 2^36: versions stay below it (see lua/lib.lua).
 const versionLimit = 1 << 36
 
-// script is one transition's Lua script: lua/lib.lua followed by its file.
+// script is one operation's Lua script: its file, preceded by the parts of
+// lua/lib.lua it uses.
 type script struct {
 	name string
 	op   model.Op
@@ -34,15 +37,98 @@ type script struct {
 }
 
 func loadScript(file string, op model.Op) *script {
-	lib, err := luaFiles.ReadFile("lua/lib.lua")
+	body, err := luaFiles.ReadFile("lua/" + file)
 	if err != nil {
 		panic(err) // embedded at build time: cannot happen
 	}
-	body, err := luaFiles.ReadFile("lua/" + file)
+	return &script{name: file, op: op, Script: goredis.NewScript(link(libBlocks, string(body)))}
+}
+
+// libBlock is one top-level definition of lua/lib.lua (a local function or
+// local constants, without comment lines) and the names it defines.
+type libBlock struct {
+	names []string
+	text  string
+}
+
+var libBlocks = func() []libBlock {
+	lib, err := luaFiles.ReadFile("lua/lib.lua")
 	if err != nil {
 		panic(err)
 	}
-	return &script{name: file, op: op, Script: goredis.NewScript(string(lib) + "\n" + string(body))}
+	return splitLib(string(lib))
+}()
+
+// splitLib cuts lib.lua into its top-level definitions: each starts at a line
+// that begins with "local " (the header comment before the first is dropped).
+func splitLib(lib string) []libBlock {
+	var blocks []libBlock
+	for _, part := range strings.SplitAfter(lib, "\n") {
+		if strings.HasPrefix(part, "local ") {
+			decl := strings.TrimPrefix(part, "local ")
+			var names []string
+			if fn, ok := strings.CutPrefix(decl, "function "); ok {
+				name, _, _ := strings.Cut(fn, "(")
+				names = []string{strings.TrimSpace(name)}
+			}
+			blocks = append(blocks, libBlock{names: names})
+		}
+		if len(blocks) > 0 && !commentRE.MatchString(part) {
+			blocks[len(blocks)-1].text += part
+		}
+	}
+	for i, b := range blocks {
+		if b.names == nil { // local a, b, c = ...: the names before '='
+			decl, _, _ := strings.Cut(strings.TrimPrefix(b.text, "local "), "=")
+			for _, n := range strings.Split(decl, ",") {
+				blocks[i].names = append(blocks[i].names, strings.TrimSpace(n))
+			}
+		}
+	}
+	return blocks
+}
+
+// identRE matches Lua identifiers.
+var identRE = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
+
+// commentRE matches a Lua comment line (the library and the scripts have
+// no comment after code on a line).
+var commentRE = regexp.MustCompile(`(?m)^[ \t]*--.*\n`)
+
+// code returns Lua source without its comment lines.
+func code(src string) string { return commentRE.ReplaceAllString(src, "") }
+
+// link returns body preceded by the library blocks it uses, directly or
+// through other blocks, in library order. A script's chunk runs on every
+// call, and each local function it defines is a closure made anew each
+// time; leaving out the ones a script does not use keeps that cost down.
+func link(lib []libBlock, body string) string {
+	used := map[string]bool{}
+	for _, id := range identRE.FindAllString(code(body), -1) {
+		used[id] = true
+	}
+	include := make([]bool, len(lib))
+	for changed := true; changed; {
+		changed = false
+		for i := len(lib) - 1; i >= 0; i-- {
+			if include[i] || !slices.ContainsFunc(lib[i].names, func(n string) bool { return used[n] }) {
+				continue
+			}
+			include[i], changed = true, true
+			for _, id := range identRE.FindAllString(lib[i].text, -1) {
+				used[id] = true
+			}
+		}
+	}
+	var out strings.Builder
+	for i, b := range lib {
+		if include[i] {
+			out.WriteString(b.text)
+		}
+	}
+	out.WriteString("\n")
+	out.WriteString(body)
+	return out.String()
 }
 
 // The scripts, one per operation.

@@ -21,11 +21,11 @@ return run(function()
   reserve(seq, 1)
   writable(target('succeeded'))
 
-  move(t, function()
-    t.version = seq + 1
-    t.result = ARGV[4]
-    finish(t, 'succeeded', now)
-  end)
+  unindex(t)
+  t.version = seq + 1
+  t.result = ARGV[4]
+  finish(t, 'succeeded', now)
+  store(t)
   redis.call('SET', KEYS[1], fmt(t.version))
   return emit({OK, fmt(now)}, t)
 end)

@@ -27,10 +27,10 @@ return run(function()
   local out = {OK, fmt(now)}
   for _, t in ipairs(expired) do
     seq = seq + 1
-    move(t, function()
-      t.version = seq
-      t.deadline = deadline
-    end)
+    unindex(t)
+    t.version = seq
+    t.deadline = deadline
+    store(t)
     emit(out, t)
   end
   if #expired > 0 then redis.call('SET', KEYS[1], fmt(seq)) end

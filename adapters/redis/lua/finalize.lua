@@ -25,11 +25,11 @@ return run(function()
   reserve(seq, 1)
   writable(target('failed'))
 
-  move(t, function()
-    t.version = seq + 1
-    t.errors = t.errors .. error_entry(t.attempt, now, true, message)
-    finish(t, 'failed', now)
-  end)
+  unindex(t)
+  t.version = seq + 1
+  t.errors = t.errors .. error_entry(t.attempt, now, true, message)
+  finish(t, 'failed', now)
+  store(t)
   redis.call('SET', KEYS[1], fmt(t.version))
   return emit({OK, fmt(now)}, t)
 end)

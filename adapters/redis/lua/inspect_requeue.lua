@@ -24,12 +24,12 @@ return run(function()
   reserve(seq, 1)
   writable(target('ready'))
 
-  move(t, function()
-    t.version = seq + 1
-    t.attempt = 0
-    t.result = ''
-    queue_at(t, 0, false)
-  end)
+  unindex(t)
+  t.version = seq + 1
+  t.attempt = 0
+  t.result = ''
+  queue_at(t, 0, false)
+  store(t)
   redis.call('SET', KEYS[1], fmt(t.version))
   return emit({OK, fmt(now)}, t)
 end)

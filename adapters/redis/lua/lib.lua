@@ -151,39 +151,39 @@ end
 
 local function bad(t, detail) refuse(CORRUPT, t.key, detail) end
 
+-- num parses field f of a loaded task as an integer in lo..hi (nil: open).
+local function num(t, f, lo, hi)
+  local n = int(t[f])
+  if not n or (lo and n < lo) or (hi and n > hi) then bad(t, 'field ' .. f .. ' = ' .. t[f]) end
+  t[f] = n
+end
+
+-- tm parses a time field: '' (unset) gives false.
+local function tm(t, f)
+  if t[f] == '' then t[f] = false else num(t, f) end
+end
+
 -- load_task reads and checks the task hash at key: nil when there is none,
 -- else a table of its parsed fields. Anything that does not parse, or breaks
 -- a rule every task keeps, refuses with CORRUPT.
 local function load_task(key, id, seq)
-  local v = rcall(key, 'HMGET', key, unpack(FIELDS))
-  local present = 0
-  for i = 1, #FIELDS do
-    if v[i] then present = present + 1 end
-  end
-  if present == 0 then
-    if redis.call('EXISTS', key) == 1 then refuse(CORRUPT, key, 'hash without task fields') end
-    return nil
-  end
+  local v = rcall(key, 'HGETALL', key)
+  if #v == 0 then return nil end
+  local h = {}
+  for i = 1, #v, 2 do h[v[i]] = v[i + 1] end
   local t = {key = key, id = id}
   for i = 1, #FIELDS do
-    if not v[i] then refuse(CORRUPT, key, 'missing field ' .. FIELDS[i]) end
-    t[FIELDS[i]] = v[i]
-  end
-  local function num(f, lo, hi)
-    local n = int(t[f])
-    if not n or (lo and n < lo) or (hi and n > hi) then bad(t, 'field ' .. f .. ' = ' .. t[f]) end
-    t[f] = n
-  end
-  local function tm(f)
-    if t[f] == '' then t[f] = false else num(f) end
+    local f = FIELDS[i]
+    if not h[f] then refuse(CORRUPT, key, 'missing field ' .. f) end
+    t[f] = h[f]
   end
   if not ORDER[t.state] then bad(t, 'field state = ' .. t.state) end
-  num('priority', MIN_PRIORITY, MAX_PRIORITY)
-  num('attempt', 0)
-  num('max_attempts', 1)
-  num('version', 1, seq)
-  num('token', 0, t.version)
-  tm('enqueued_at'); tm('run_after'); tm('claimed_at'); tm('deadline'); tm('finished_at')
+  num(t, 'priority', MIN_PRIORITY, MAX_PRIORITY)
+  num(t, 'attempt', 0)
+  num(t, 'max_attempts', 1)
+  num(t, 'version', 1, seq)
+  num(t, 'token', 0, t.version)
+  tm(t, 'enqueued_at'); tm(t, 'run_after'); tm(t, 'claimed_at'); tm(t, 'deadline'); tm(t, 'finished_at')
   if not t.enqueued_at then bad(t, 'no enqueued_at') end
   if not parse_errors(t.errors) then bad(t, 'field errors does not parse') end
   local st = t.state
@@ -297,12 +297,11 @@ local function emit(out, t)
 end
 
 -- The write helpers below change a loaded task (a Lua table) and move it
--- between indexes; they run only after every check of the script passed.
+-- between indexes (unindex, change, store); they run only after every check
+-- of the script passed.
 
--- move re-indexes t after fn changed it (fn may change its state).
-local function move(t, fn)
-  unindex(t)
-  fn(t)
+-- store indexes and saves a task changed after unindex(t).
+local function store(t)
   index(t)
   save(t)
 end

@@ -30,14 +30,14 @@ return run(function()
   local out = {OK, fmt(now)}
   for _, t in ipairs(first) do
     seq = seq + 1
-    move(t, function()
-      t.version = seq
-      t.state = 'running'
-      t.token = seq
-      t.attempt = t.attempt + 1
-      t.claimed_at = now
-      t.deadline = deadline
-    end)
+    unindex(t)
+    t.version = seq
+    t.state = 'running'
+    t.token = seq
+    t.attempt = t.attempt + 1
+    t.claimed_at = now
+    t.deadline = deadline
+    store(t)
     emit(out, t)
   end
   if #first > 0 then redis.call('SET', KEYS[1], fmt(seq)) end

@@ -23,10 +23,10 @@ return run(function()
   local out = {OK, fmt(now)}
   for _, t in ipairs(due) do
     seq = seq + 1
-    move(t, function()
-      t.version = seq
-      t.state = 'ready'
-    end)
+    unindex(t)
+    t.version = seq
+    t.state = 'ready'
+    store(t)
     out[#out + 1] = t.id
   end
   if #due > 0 then redis.call('SET', KEYS[1], fmt(seq)) end

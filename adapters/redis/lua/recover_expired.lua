@@ -30,15 +30,15 @@ return run(function()
   local out = {OK, fmt(now)}
   for _, t in ipairs(expired) do
     seq = seq + 1
-    move(t, function()
-      t.version = seq
-      t.errors = t.errors .. error_entry(t.attempt, now, true, 'lease expired')
-      if t.attempt >= t.max_attempts then
-        finish(t, 'failed', now)
-      else
-        queue_at(t, now, run_after)
-      end
-    end)
+    unindex(t)
+    t.version = seq
+    t.errors = t.errors .. error_entry(t.attempt, now, true, 'lease expired')
+    if t.attempt >= t.max_attempts then
+      finish(t, 'failed', now)
+    else
+      queue_at(t, now, run_after)
+    end
+    store(t)
     emit(out, t)
   end
   if #expired > 0 then redis.call('SET', KEYS[1], fmt(seq)) end

@@ -24,11 +24,11 @@ return run(function()
   writable(target('ready'))
   writable(target('scheduled'))
 
-  move(t, function()
-    t.version = seq + 1
-    t.errors = t.errors .. error_entry(t.attempt, now, false, ARGV[5])
-    queue_at(t, now, run_after)
-  end)
+  unindex(t)
+  t.version = seq + 1
+  t.errors = t.errors .. error_entry(t.attempt, now, false, ARGV[5])
+  queue_at(t, now, run_after)
+  store(t)
   redis.call('SET', KEYS[1], fmt(t.version))
   return emit({OK, fmt(now)}, t)
 end)

@@ -1,0 +1,219 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold/adapters/redis"
+	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/internal/redistest"
+	"github.com/leasehold/leasehold/model"
+)
+
+// The benchmarks run on the package's test server (or REDIS_URL), on the
+// server's clock, with a connection per goroutine. Each reports ops/s; the
+// Ceiling benchmarks measure a trivial EVALSHA at the same concurrency, the
+// most any one-script operation can reach on this server and client.
+//
+//	go test -run '^$' -bench . -count 5 ./adapters/redis/
+
+var benchConcurrency = []int{1, 8, 64}
+
+// benchClient returns a client with a connection for each of 64 goroutines.
+func benchClient(b *testing.B) *goredis.Client {
+	opt, err := goredis.ParseURL(redistest.URL(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	opt.PoolSize = 80
+	c := goredis.NewClient(opt)
+	b.Cleanup(func() { c.Close() })
+	return c
+}
+
+func benchStore(b *testing.B) *redis.Store {
+	c := benchClient(b)
+	s, err := redis.New(c, redis.WithPrefix(uniquePrefix(b, c)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Preload(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// parallel runs op n times over g goroutines (op gets a distinct index) and
+// reports ops/s.
+func parallel(b *testing.B, g, n int, op func(ctx context.Context, i int) error) {
+	b.Helper()
+	ctx := context.Background()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var failed atomic.Pointer[error]
+	start := time.Now()
+	for range g {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || failed.Load() != nil {
+					return
+				}
+				if err := op(ctx, i); err != nil {
+					failed.CompareAndSwap(nil, &err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if p := failed.Load(); p != nil {
+		b.Fatal(*p)
+	}
+	b.ReportMetric(float64(n)/elapsed.Seconds(), "ops/s")
+}
+
+// fill enqueues n tasks (outside the timer) with 64 goroutines.
+func fill(b *testing.B, s *redis.Store, queue string, n int) {
+	b.Helper()
+	b.StopTimer()
+	defer b.StartTimer()
+	ctx := context.Background()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
+				if err := enqueue(ctx, s, queue, i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+}
+
+func enqueue(ctx context.Context, s *redis.Store, queue string, i int64) error {
+	_, err := s.Enqueue(ctx, core.EnqueueParams{Queue: queue, EnqueueArgs: model.EnqueueArgs{
+		ID: fmt.Sprintf("t%09d", i), Payload: []byte("payload"), MaxAttempts: 3}})
+	return err
+}
+
+func BenchmarkCeiling(b *testing.B) {
+	trivial := goredis.NewScript("return 1")
+	for _, g := range benchConcurrency {
+		b.Run(fmt.Sprintf("g=%d", g), func(b *testing.B) {
+			c := benchClient(b)
+			if err := trivial.Load(context.Background(), c).Err(); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			parallel(b, g, b.N, func(ctx context.Context, _ int) error {
+				return trivial.Run(ctx, c, []string{"k"}).Err()
+			})
+		})
+	}
+}
+
+func BenchmarkEnqueue(b *testing.B) {
+	for _, g := range benchConcurrency {
+		b.Run(fmt.Sprintf("g=%d", g), func(b *testing.B) {
+			s := benchStore(b)
+			b.ResetTimer()
+			parallel(b, g, b.N, func(ctx context.Context, i int) error {
+				return enqueue(ctx, s, "bench", int64(i))
+			})
+		})
+	}
+}
+
+// BenchmarkPopAck is one worker cycle: Pop one task, Ack it (two scripts).
+func BenchmarkPopAck(b *testing.B) {
+	for _, g := range benchConcurrency {
+		b.Run(fmt.Sprintf("g=%d", g), func(b *testing.B) {
+			s := benchStore(b)
+			fill(b, s, "bench", b.N)
+			b.ResetTimer()
+			parallel(b, g, b.N, func(ctx context.Context, _ int) error {
+				r, err := s.Pop(ctx, core.PopParams{Queue: "bench", Lease: time.Minute, N: 1})
+				if err != nil {
+					return err
+				}
+				if len(r.Tasks) != 1 {
+					return fmt.Errorf("pop returned %d tasks", len(r.Tasks))
+				}
+				_, err = s.Ack(ctx, core.AckParams{Claim: r.Tasks[0].Claim(), Result: []byte("ok")})
+				return err
+			})
+		})
+	}
+}
+
+// BenchmarkClaimExpired claims one expired task per operation.
+func BenchmarkClaimExpired(b *testing.B) {
+	for _, g := range benchConcurrency {
+		b.Run(fmt.Sprintf("g=%d", g), func(b *testing.B) {
+			s := benchStore(b)
+			fill(b, s, "bench", b.N)
+			b.StopTimer()
+			ctx := context.Background()
+			for popped := 0; popped < b.N; {
+				r, err := s.Pop(ctx, core.PopParams{Queue: "bench", Lease: time.Microsecond, N: model.MaxBatch})
+				if err != nil {
+					b.Fatal(err)
+				}
+				popped += len(r.Tasks)
+			}
+			b.StartTimer()
+			b.ResetTimer()
+			parallel(b, g, b.N, func(ctx context.Context, _ int) error {
+				r, err := s.ClaimExpired(ctx, core.ClaimExpiredParams{Queue: "bench", ClaimTTL: time.Hour, Limit: 1})
+				if err == nil && len(r.Claims) != 1 {
+					err = fmt.Errorf("claimed %d tasks", len(r.Claims))
+				}
+				return err
+			})
+		})
+	}
+}
+
+// BenchmarkPopBatch pops n tasks per call from one goroutine and reports
+// tasks/s, against n single Pops.
+func BenchmarkPopBatch(b *testing.B) {
+	for _, n := range []int{1, 10, 100} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			s := benchStore(b)
+			fill(b, s, "bench", b.N*n)
+			ctx := context.Background()
+			b.ResetTimer()
+			start := time.Now()
+			for range b.N {
+				r, err := s.Pop(ctx, core.PopParams{Queue: "bench", Lease: time.Minute, N: n})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(r.Tasks) != n {
+					b.Fatalf("popped %d tasks, want %d", len(r.Tasks), n)
+				}
+			}
+			b.ReportMetric(float64(b.N*n)/time.Since(start).Seconds(), "tasks/s")
+		})
+	}
+}
