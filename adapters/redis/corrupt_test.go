@@ -87,13 +87,19 @@ func (f *fixture) ops() map[string]func() error {
 			_, err := s.Enqueue(ctx, core.EnqueueParams{Queue: q, EnqueueArgs: model.EnqueueArgs{ID: "new", MaxAttempts: 1}})
 			return err
 		},
-		"Promote":        func() error { _, err := s.Promote(ctx, core.PromoteParams{Queue: q}); return err },
-		"Pop":            func() error { _, err := s.Pop(ctx, core.PopParams{Queue: q, Lease: time.Second, N: 10}); return err },
-		"Extend":         func() error { _, err := s.Extend(ctx, core.ExtendParams{Claim: f.claim, Lease: time.Second}); return err },
-		"Ack":            func() error { _, err := s.Ack(ctx, core.AckParams{Claim: f.claim}); return err },
-		"Fail":           func() error { _, err := s.Fail(ctx, core.FailParams{Claim: f.claim}); return err },
-		"Retry":          func() error { _, err := s.Retry(ctx, core.RetryParams{Claim: f.claim}); return err },
-		"ClaimExpired":   func() error { _, err := s.ClaimExpired(ctx, core.ClaimExpiredParams{Queue: q, ClaimTTL: time.Second}); return err },
+		"Promote": func() error { _, err := s.Promote(ctx, core.PromoteParams{Queue: q}); return err },
+		"Pop":     func() error { _, err := s.Pop(ctx, core.PopParams{Queue: q, Lease: time.Second, N: 10}); return err },
+		"Extend": func() error {
+			_, err := s.Extend(ctx, core.ExtendParams{Claim: f.claim, Lease: time.Second})
+			return err
+		},
+		"Ack":   func() error { _, err := s.Ack(ctx, core.AckParams{Claim: f.claim}); return err },
+		"Fail":  func() error { _, err := s.Fail(ctx, core.FailParams{Claim: f.claim}); return err },
+		"Retry": func() error { _, err := s.Retry(ctx, core.RetryParams{Claim: f.claim}); return err },
+		"ClaimExpired": func() error {
+			_, err := s.ClaimExpired(ctx, core.ClaimExpiredParams{Queue: q, ClaimTTL: time.Second})
+			return err
+		},
 		"Requeue":        func() error { _, err := s.Requeue(ctx, core.RequeueParams{ReapClaim: f.rc}); return err },
 		"Finalize":       func() error { _, err := s.Finalize(ctx, core.FinalizeParams{ReapClaim: f.rc}); return err },
 		"RecoverExpired": func() error { _, err := s.RecoverExpired(ctx, core.RecoverExpiredParams{Queue: q}); return err },
