@@ -47,11 +47,14 @@
 // # Scripts
 //
 // Each operation is one file in lua/, embedded in the binary and run with
-// EVALSHA (EVAL the first time a server lacks it). lua/lib.lua, prepended to
-// each, holds the shared functions, the layout of KEYS and the table of
-// return codes; each file's header lists its KEYS, ARGV and the codes it
-// returns. The Go side maps a code to its error in one place; an unknown code
-// is an internal error naming it.
+// EVALSHA (EVAL the first time a server lacks it). lua/lib.lua holds the
+// shared functions, the layout of KEYS and the table of return codes; the
+// definitions of it that a script uses are prepended to the script (a
+// script's chunk runs on every call, so each function it defines is made
+// anew each time: carrying only the ones it needs is measurably cheaper).
+// Each file's header lists its KEYS, ARGV and the codes it returns. The Go
+// side maps a code to its error in one place; an unknown code is an
+// internal error naming it.
 //
 // A Lua error does not roll back the writes before it, so every script
 // checks everything before its first write: its arguments, the type of every

@@ -1,6 +1,8 @@
--- lib.lua: the part every leasehold script shares. The store prepends it to
--- the body of each script (enqueue.lua, pop.lua, ...), so a script is one
--- self-contained EVAL body; this file declares only local functions.
+-- lib.lua: the part every leasehold script shares. The store prepends to
+-- each script (enqueue.lua, pop.lua, ...) the top-level definitions of this
+-- file that the script uses, directly or through each other, so a script is
+-- one self-contained EVAL body. Each definition starts on a line beginning
+-- with "local "; comments stand on lines of their own.
 --
 -- KEYS, the same for every script (all carry the queue's {queue} hash tag,
 -- so they live in one Redis Cluster slot):
