@@ -315,7 +315,9 @@ func decodeTask(queue string, f []string) (core.Task, error) {
 		t.Payload = []byte(f[1])
 	}
 	t.Priority = int(field("priority", f[2], model.MinPriority, model.MaxPriority))
-	if t.State, err = model.ParseState(f[3]); err != nil {
+	if st, e := model.ParseState(f[3]); e == nil {
+		t.State = st
+	} else if err == nil {
 		err = corrupt("task %q: field state = %q", t.ID, f[3])
 	}
 	t.Attempt = int(field("attempt", f[4], 0, maxSafe))
