@@ -74,3 +74,23 @@ var harness = spec.Harness{
 func TestConformance(t *testing.T) { spec.Run(t, harness) }
 
 func TestDifferential(t *testing.T) { spec.Differential(t, harness) }
+
+// The suite passes on a Redis Cluster through a cluster client: every key a
+// script touches is in its queue's slot (a one-node cluster still refuses a
+// script whose keys span slots).
+func TestConformanceOnACluster(t *testing.T) {
+	srv := redistest.StartCluster(t)
+	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{srv.Addr}})
+	t.Cleanup(func() { c.Close() })
+	spec.Run(t, spec.Harness{
+		Name: "redis-cluster",
+		New: func(tb testing.TB, clock core.Clock, capacity int) core.Store {
+			s, err := redis.New(c, redis.WithPrefix(uniquePrefix(tb, c)), redis.WithClock(clock), redis.WithCapacity(capacity))
+			if err != nil {
+				tb.Fatal(err)
+			}
+			tb.Cleanup(func() { s.Close() })
+			return s
+		},
+	})
+}

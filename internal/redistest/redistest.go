@@ -14,12 +14,14 @@ package redistest
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -37,6 +39,7 @@ type Server struct {
 
 	path string
 	port int
+	args []string   // extra server arguments
 	tb   testing.TB // nil for the shared server
 
 	mu      sync.Mutex
@@ -51,8 +54,41 @@ type Server struct {
 // redis-server on PATH it skips the test, or fails it when CI=true.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
+	return startWith(tb)
+}
+
+// StartCluster starts a private one-node Redis Cluster (cluster mode, all
+// 16384 slots on the node) like Start, and returns when the cluster state
+// is ok. Commands and scripts whose keys do not share a slot fail on it, as
+// on any cluster.
+func StartCluster(tb testing.TB) *Server {
+	tb.Helper()
+	dir := tb.TempDir()
+	s := startWith(tb, "--cluster-enabled", "yes", "--dir", dir, "--cluster-config-file", "nodes.conf")
+	c := s.Client()
+	ctx := context.Background()
+	if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
+		tb.Fatalf("redistest: CLUSTER ADDSLOTSRANGE: %v", err)
+	}
+	deadline := time.Now().Add(startTimeout)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		info, err := c.ClusterInfo(ctx).Result()
+		if err == nil && strings.Contains(info, "cluster_state:ok") {
+			return s
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("redistest: cluster on %s not ok within %v: %v %s", s.Addr, startTimeout, err, info)
+		}
+		<-tick.C
+	}
+}
+
+func startWith(tb testing.TB, args ...string) *Server {
+	tb.Helper()
 	path := lookPath(tb)
-	s, err := start(path, 0)
+	s, err := start(path, 0, args...)
 	if err != nil {
 		tb.Fatalf("redistest: %v", err)
 	}
@@ -212,7 +248,7 @@ func lookPath(tb testing.TB) string {
 
 // start launches a server on port, or on a free port when port is 0,
 // retrying with a new port when the chosen one was taken meanwhile.
-func start(path string, port int) (*Server, error) {
+func start(path string, port int, args ...string) (*Server, error) {
 	var err error
 	for range 5 {
 		p := port
@@ -221,7 +257,7 @@ func start(path string, port int) (*Server, error) {
 				return nil, err
 			}
 		}
-		s := &Server{path: path, port: p, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(p))}
+		s := &Server{path: path, port: p, args: args, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(p))}
 		if err = s.launch(); err == nil {
 			return s, nil
 		}
@@ -232,13 +268,13 @@ func start(path string, port int) (*Server, error) {
 // launch starts the process on s.port and waits until it answers PING.
 func (s *Server) launch() error {
 	out := &syncBuffer{}
-	cmd := exec.Command(s.path,
+	cmd := exec.Command(s.path, append([]string{
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
 		"--save", "",
 		"--appendonly", "no",
 		"--daemonize", "no",
-	)
+	}, s.args...)...)
 	cmd.Stdout, cmd.Stderr = out, out
 	setParentDeathSignal(cmd)
 	if err := cmd.Start(); err != nil {

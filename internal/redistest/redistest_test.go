@@ -3,6 +3,7 @@ package redistest_test
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -80,5 +81,18 @@ func TestSharedURL(t *testing.T) {
 	defer c.Close()
 	if err := c.Ping(ctx).Err(); err != nil {
 		t.Fatalf("PING %s: %v", u1, err)
+	}
+}
+
+func TestStartCluster(t *testing.T) {
+	ctx := context.Background()
+	s := redistest.StartCluster(t)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{s.Addr}})
+	defer c.Close()
+	if err := c.Set(ctx, "{a}x", "1", 0).Err(); err != nil {
+		t.Fatalf("SET on the cluster: %v", err)
+	}
+	if err := c.Do(ctx, "MSET", "{a}x", "1", "{b}y", "2").Err(); err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
+		t.Errorf("MSET across slots: %v, want CROSSSLOT", err)
 	}
 }
