@@ -82,7 +82,7 @@ local function int(s)
   return n
 end
 
--- reply code of redis.pcall, refusing with CORRUPT on an error (WRONGTYPE).
+-- rcall runs redis.pcall, refusing with CORRUPT on an error reply (WRONGTYPE).
 local function rcall(key, ...)
   local r = redis.pcall(...)
   if type(r) == 'table' and r.err then refuse(CORRUPT, key, r.err) end
