@@ -2,6 +2,7 @@ package spec
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -22,7 +23,12 @@ import (
 const (
 	concurrentCallers = 8
 	concurrentTasks   = 24
+	// maxRounds bounds the calls of one caller: more than enough to drain
+	// the queue, so a store that keeps answering is reported, not waited on.
+	maxRounds = 2 * concurrentTasks
 )
+
+var errRounds = errors.New("still answering after more calls than there are tasks")
 
 type concurrentCase struct {
 	name string
@@ -37,7 +43,7 @@ var concurrentSuite = []concurrentCase{
 				c.expiredTasks(concurrentTasks)
 				results := c.together(func(ctx context.Context) ([]string, error) {
 					var mine []string
-					for {
+					for range maxRounds {
 						res, err := c.store.RecoverExpired(ctx, core.RecoverExpiredParams{Queue: DefaultQueue, Delay: time.Second, Limit: limit})
 						if err != nil || len(res.Tasks) == 0 {
 							return mine, err
@@ -47,6 +53,7 @@ var concurrentSuite = []concurrentCase{
 							return mine, nil
 						}
 					}
+					return mine, errRounds
 				})
 				c.exactlyOnce("RecoverExpired", results)
 				if limit == 0 {
@@ -75,7 +82,7 @@ var concurrentSuite = []concurrentCase{
 				var claims []core.ReapClaim
 				results := c.together(func(ctx context.Context) ([]string, error) {
 					var mine []string
-					for {
+					for range maxRounds {
 						res, err := c.store.ClaimExpired(ctx, core.ClaimExpiredParams{Queue: DefaultQueue, ClaimTTL: time.Minute, Limit: limit})
 						if err != nil || len(res.Claims) == 0 {
 							return mine, err
@@ -88,6 +95,7 @@ var concurrentSuite = []concurrentCase{
 							return mine, nil
 						}
 					}
+					return mine, errRounds
 				})
 				c.exactlyOnce("ClaimExpired", results)
 				if limit == 0 {
@@ -112,13 +120,14 @@ var concurrentSuite = []concurrentCase{
 		c.enqueueAll(concurrentTasks)
 		results := c.together(func(ctx context.Context) ([]string, error) {
 			var mine []string
-			for {
+			for range maxRounds {
 				res, err := c.store.Pop(ctx, core.PopParams{Queue: DefaultQueue, Lease: time.Minute, N: 2})
 				if err != nil || len(res.Tasks) == 0 {
 					return mine, err
 				}
 				mine = append(mine, taskIDs(res.Tasks)...)
 			}
+			return mine, errRounds
 		})
 		c.exactlyOnce("Pop", results)
 		tokens := map[uint64]string{}
