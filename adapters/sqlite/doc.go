@@ -45,11 +45,14 @@
 //     {attempt, at, message, lease_expired}. (Messages are JSON strings, so
 //     a message that is not valid UTF-8 is stored with U+FFFD in place of the
 //     invalid bytes.)
-//   - indexes: (queue, state, priority DESC, version) for Pop;
-//     (queue, state, run_after, id) for Promote; (queue, state, deadline, id)
-//     for ClaimExpired and RecoverExpired; (queue, state, finished_at, id)
-//     for Prune; (queue, state, id) for List and Counts. Every ordered
-//     operation reads its index in order and stops at its limit.
+//   - indexes: the tasks of each state in the order its operations take
+//     them, each a partial index over that state alone: Ready by
+//     (priority DESC, version) for Pop, Scheduled by (run_after, id) for
+//     Promote, Running by (deadline, id) for ClaimExpired and
+//     RecoverExpired, Succeeded and Failed by (finished_at, id) for Prune;
+//     and (queue, state, id) for List and Counts. Every ordered operation
+//     reads its index in order and stops at its limit, and a transition
+//     rewrites only the entries of the states it leaves and enters.
 //
 // Times given by the caller are kept to the microsecond. A RunAfter, a Prune
 // bound and a computed deadline are rounded up to the next microsecond, so

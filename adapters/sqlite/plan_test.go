@@ -34,12 +34,12 @@ func TestPlansReadIndexesInOrder(t *testing.T) {
 	// The statements that change the first tasks in an order read them from
 	// their index in order, then reach each by its rowid.
 	want := map[string][]string{
-		"promote":         {"INDEX tasks_run_after", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
-		"pop returning":   {"INDEX tasks_pop", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
-		"pop select":      {"INDEX tasks_pop"},
-		"claim expired":   {"INDEX tasks_deadline", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
-		"recover expired": {"INDEX tasks_deadline", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
-		"prune":           {"INDEX tasks_finished"},
+		"promote":         {"INDEX tasks_scheduled", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
+		"pop returning":   {"INDEX tasks_ready", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
+		"pop select":      {"INDEX tasks_ready"},
+		"claim expired":   {"INDEX tasks_running", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
+		"recover expired": {"INDEX tasks_running", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
+		"prune":           {"INDEX tasks_succeeded", "INDEX tasks_failed"},
 	}
 	for name, q := range statements {
 		args := []any{"q"}

@@ -47,16 +47,20 @@ CREATE TABLE tasks (
   result       BLOB,
   PRIMARY KEY (queue, id)
 );
--- Pop: highest priority, then the order tasks became Ready.
-CREATE INDEX tasks_pop       ON tasks (queue, state, priority DESC, version);
--- Promote: due Scheduled tasks by RunAfter, then ID.
-CREATE INDEX tasks_run_after ON tasks (queue, state, run_after, id);
--- ClaimExpired, RecoverExpired: expired Running tasks by Deadline, then ID.
-CREATE INDEX tasks_deadline  ON tasks (queue, state, deadline, id);
+-- The order indexes are partial: each holds the tasks of one state only, so
+-- a transition rewrites the entries of the states it leaves and enters and
+-- no others.
+-- Pop: Ready tasks by priority (highest first), then the order they became Ready.
+CREATE INDEX tasks_ready     ON tasks (queue, priority DESC, version) WHERE state = 2;
+-- Promote: Scheduled tasks by RunAfter, then ID.
+CREATE INDEX tasks_scheduled ON tasks (queue, run_after, id) WHERE state = 1;
+-- ClaimExpired, RecoverExpired: Running tasks by Deadline, then ID.
+CREATE INDEX tasks_running   ON tasks (queue, deadline, id) WHERE state = 3;
 -- Prune: terminal tasks by FinishedAt, then ID.
-CREATE INDEX tasks_finished  ON tasks (queue, state, finished_at, id);
--- List and Counts: the tasks of one state by ID.
-CREATE INDEX tasks_list      ON tasks (queue, state, id);
+CREATE INDEX tasks_succeeded ON tasks (queue, finished_at, id) WHERE state = 4;
+CREATE INDEX tasks_failed    ON tasks (queue, finished_at, id) WHERE state = 5;
+-- List and Counts: the tasks of each state by ID.
+CREATE INDEX tasks_state     ON tasks (queue, state, id);
 `,
 }
 

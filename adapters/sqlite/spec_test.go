@@ -12,6 +12,9 @@ import (
 var popModes = []sqlite.PopMode{sqlite.PopReturning, sqlite.PopSelectUpdate}
 
 // harness makes stores on fresh database files with the given pop mode.
+// They commit with synchronous=NORMAL: the semantics are the same, the suite
+// runs faster, and durability has its own test (a process killed mid-batch,
+// with the default synchronous=FULL).
 func harness(mode sqlite.PopMode) spec.Harness {
 	return spec.Harness{
 		Name: "sqlite/" + mode.String(),

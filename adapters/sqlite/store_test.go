@@ -43,7 +43,7 @@ func rawDB(t *testing.T, path string) *sql.DB {
 	return db
 }
 
-func exec(t *testing.T, db *sql.DB, q string, args ...any) {
+func execSQL(t *testing.T, db *sql.DB, q string, args ...any) {
 	t.Helper()
 	if _, err := db.Exec(q, args...); err != nil {
 		t.Fatalf("%s: %v", q, err)
@@ -135,7 +135,7 @@ func TestOpenRefusesDatabasesItDoesNotOwn(t *testing.T) {
 	dir := t.TempDir()
 
 	foreign := filepath.Join(dir, "foreign.db")
-	exec(t, rawDB(t, foreign), `CREATE TABLE accounts (id INTEGER PRIMARY KEY, name TEXT)`)
+	execSQL(t, rawDB(t, foreign), `CREATE TABLE accounts (id INTEGER PRIMARY KEY, name TEXT)`)
 	if s, err := sqlite.Open(foreign); err == nil {
 		s.Close()
 		t.Error("Open of a database with another application's table succeeded")
@@ -144,7 +144,7 @@ func TestOpenRefusesDatabasesItDoesNotOwn(t *testing.T) {
 	newer := filepath.Join(dir, "newer.db")
 	s := openStore(t, newer)
 	s.Close()
-	exec(t, rawDB(t, newer), fmt.Sprintf(`PRAGMA user_version = %d`, sqlite.SchemaVersion+1))
+	execSQL(t, rawDB(t, newer), fmt.Sprintf(`PRAGMA user_version = %d`, sqlite.SchemaVersion+1))
 	if s, err := sqlite.Open(newer); err == nil || !strings.Contains(err.Error(), "schema version") {
 		if s != nil {
 			s.Close()
@@ -220,9 +220,9 @@ func TestCorruptRowsAreReportedAndChangeNothing(t *testing.T) {
 			[]string{"RecoverExpired", "InspectRequeue"}},
 	} {
 		t.Run(damage.name, func(t *testing.T) {
-			exec(t, db, `SAVEPOINT damage`)
-			exec(t, db, damage.sql)
-			exec(t, db, `RELEASE damage`)
+			execSQL(t, db, `SAVEPOINT damage`)
+			execSQL(t, db, damage.sql)
+			execSQL(t, db, `RELEASE damage`)
 			before := dump(t, db)
 			for _, o := range ops {
 				if slices.Contains(damage.overwrites, o.name) {
@@ -236,7 +236,7 @@ func TestCorruptRowsAreReportedAndChangeNothing(t *testing.T) {
 				}
 			}
 		})
-		exec(t, db, `UPDATE tasks SET errors = '[]', enqueued_at = ?1, priority = 0, max_attempts = 3, claim_token = ?2 WHERE id = 'ready'`,
+		execSQL(t, db, `UPDATE tasks SET errors = '[]', enqueued_at = ?1, priority = 0, max_attempts = 3, claim_token = ?2 WHERE id = 'ready'`,
 			running.EnqueuedAt.UnixMicro(), running.ClaimToken)
 		if got, err := s.Get(ctx, core.GetParams{Queue: "q", ID: "ready"}); err != nil || !got.Equal(running) {
 			t.Fatalf("repair failed: %+v, %v", got, err)
@@ -245,11 +245,11 @@ func TestCorruptRowsAreReportedAndChangeNothing(t *testing.T) {
 
 	// A Ready row whose state is unknown is corrupt for Counts and Get; the
 	// Pop that would claim a corrupt Ready row changes nothing.
-	exec(t, db, `UPDATE tasks SET state = 9 WHERE id = 'running'`)
+	execSQL(t, db, `UPDATE tasks SET state = 9 WHERE id = 'running'`)
 	if _, err := s.Counts(ctx, core.CountsParams{Queue: "q"}); !errors.Is(err, core.ErrCorrupt) {
 		t.Errorf("Counts with an unknown state: %v, want ErrCorrupt", err)
 	}
-	exec(t, db, `UPDATE tasks SET state = 2, payload = 42 WHERE id = 'running'`)
+	execSQL(t, db, `UPDATE tasks SET state = 2, payload = 42 WHERE id = 'running'`)
 	before := dump(t, db)
 	if _, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Second, N: 5}); !errors.Is(err, core.ErrCorrupt) {
 		t.Errorf("Pop of a row whose payload is a number: %v, want ErrCorrupt", err)
