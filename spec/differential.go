@@ -31,18 +31,18 @@ const DifferentialSteps = 50
 // invalid argument. A failure names the step and lists every step before it.
 func Differential(t *testing.T, h Harness) {
 	t.Helper()
-	differential(t, h, nil)
+	differential(t, t, h, nil)
 }
 
-// differential is Differential; observe, when not nil, is told every
-// operation and its outcome (by the tests that measure what the generator
-// reaches).
-func differential(t *testing.T, h Harness, observe func(desc string, err error)) {
-	t.Helper()
+// differential is Differential, reporting to r; the harness is handed t.
+// observe, when not nil, is told every operation and its outcome (by the
+// tests that measure what the generator reaches).
+func differential(r rapid.TB, t testing.TB, h Harness, observe func(desc string, err error)) {
+	r.Helper()
 	if h.New == nil {
 		t.Fatal("spec.Differential: the harness has no New function")
 	}
-	rapid.Check(t, func(rt *rapid.T) {
+	rapid.Check(r, func(rt *rapid.T) {
 		tb := &sequenceTB{TB: t}
 		defer tb.cleanup()
 		capacity := rapid.SampledFrom([]int{0, 3}).Draw(rt, "capacity")

@@ -43,7 +43,7 @@ func TestDifferentialReachesEveryOutcome(t *testing.T) {
 	}
 	defer seed.Value.Set(old)
 	seen := map[string]map[string]int{}
-	differential(t, modelHarness, func(desc string, err error) {
+	differential(t, t, modelHarness, func(desc string, err error) {
 		op, _, _ := strings.Cut(strings.TrimLeft(desc, "+0123456789.µms "), "(")
 		outcome := describeError(err)
 		if err == nil && strings.HasSuffix(desc, "= []") {
