@@ -356,7 +356,8 @@ func (s *Store) Ack(ctx context.Context, p core.AckParams) (core.TaskResult, err
 // Fail implements core.Store.
 func (s *Store) Fail(ctx context.Context, p core.FailParams) (core.TaskResult, error) {
 	return s.workerOp(ctx, model.OpFail, p.Claim, nil, sqlFail, func(now time.Time) []any {
-		return []any{micros(now), p.Message}
+		text, raw := messageArgs(p.Message)
+		return []any{micros(now), text, raw}
 	})
 }
 
@@ -364,7 +365,8 @@ func (s *Store) Fail(ctx context.Context, p core.FailParams) (core.TaskResult, e
 func (s *Store) Retry(ctx context.Context, p core.RetryParams) (core.TaskResult, error) {
 	return s.workerOp(ctx, model.OpRetry, p.Claim, nil, sqlRetry, func(now time.Time) []any {
 		runAfter := ceil(p.RunAfter)
-		return []any{micros(now), p.Message, int64(queuedState(now, runAfter)), micros(runAfter)}
+		text, raw := messageArgs(p.Message)
+		return []any{micros(now), text, int64(queuedState(now, runAfter)), micros(runAfter), raw}
 	})
 }
 
@@ -463,14 +465,16 @@ func leaseMessage(m string) string {
 func (s *Store) Requeue(ctx context.Context, p core.RequeueParams) (core.TaskResult, error) {
 	return s.brokerOp(ctx, model.OpRequeue, p.ReapClaim, sqlRequeue, func(now time.Time) []any {
 		runAfter := ceil(p.RunAfter)
-		return []any{micros(now), leaseMessage(p.Message), int64(queuedState(now, runAfter)), micros(runAfter)}
+		text, raw := messageArgs(leaseMessage(p.Message))
+		return []any{micros(now), text, int64(queuedState(now, runAfter)), micros(runAfter), raw}
 	})
 }
 
 // Finalize implements core.Store.
 func (s *Store) Finalize(ctx context.Context, p core.FinalizeParams) (core.TaskResult, error) {
 	return s.brokerOp(ctx, model.OpFinalize, p.ReapClaim, sqlFinalize, func(now time.Time) []any {
-		return []any{micros(now), leaseMessage(p.Message)}
+		text, raw := messageArgs(leaseMessage(p.Message))
+		return []any{micros(now), text, raw}
 	})
 }
 

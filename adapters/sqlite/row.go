@@ -2,10 +2,13 @@ package sqlite
 
 import (
 	"database/sql"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/leasehold/leasehold/core"
 	"github.com/leasehold/leasehold/model"
@@ -22,10 +25,22 @@ const (
 
 // errorEntry is one element of the JSON array in the errors column.
 type errorEntry struct {
-	Attempt      int    `json:"attempt"`
-	At           *int64 `json:"at"` // Unix microseconds; null for the zero time
-	Message      string `json:"message"`
-	LeaseExpired bool   `json:"lease_expired"`
+	Attempt int    `json:"attempt"`
+	At      *int64 `json:"at"` // Unix microseconds; null for the zero time
+	Message string `json:"message"`
+	// MessageBytes holds the message's bytes in base64 when they are not
+	// valid UTF-8 (Message then has U+FFFD in place of the invalid ones).
+	MessageBytes *string `json:"message_bytes,omitempty"`
+	LeaseExpired bool    `json:"lease_expired"`
+}
+
+// messageArgs returns a message as the text and the raw bytes (base64, or
+// nil when the text is the message) that appendError stores.
+func messageArgs(m string) (text string, raw any) {
+	if utf8.ValidString(m) {
+		return m, nil
+	}
+	return strings.ToValidUTF8(m, "\uFFFD"), base64.StdEncoding.EncodeToString([]byte(m))
 }
 
 // micros encodes a time for the database: Unix microseconds, or NULL for the
@@ -195,6 +210,14 @@ func (d *decoder) errors(i int, col string) []model.TaskError {
 	out := make([]model.TaskError, len(entries))
 	for k, e := range entries {
 		out[k] = model.TaskError{Attempt: e.Attempt, Message: e.Message, LeaseExpired: e.LeaseExpired}
+		if e.MessageBytes != nil {
+			b, err := base64.StdEncoding.DecodeString(*e.MessageBytes)
+			if err != nil {
+				d.fail(col, *e.MessageBytes, "message bytes not in base64")
+				return nil
+			}
+			out[k].Message = string(b)
+		}
 		if e.At != nil {
 			out[k].At = fromMicros(*e.At)
 		}
@@ -206,7 +229,12 @@ func (d *decoder) errors(i int, col string) []model.TaskError {
 func encodeErrors(errs []model.TaskError) (string, error) {
 	entries := make([]errorEntry, len(errs))
 	for k, e := range errs {
-		entries[k] = errorEntry{Attempt: e.Attempt, Message: e.Message, LeaseExpired: e.LeaseExpired}
+		text, raw := messageArgs(e.Message)
+		entries[k] = errorEntry{Attempt: e.Attempt, Message: text, LeaseExpired: e.LeaseExpired}
+		if raw != nil {
+			b64 := raw.(string)
+			entries[k].MessageBytes = &b64
+		}
 		if !e.At.IsZero() {
 			at := e.At.UnixMicro()
 			entries[k].At = &at

@@ -36,13 +36,21 @@ func from(op model.Op) string {
 	return strings.Join(s, ", ")
 }
 
-// appendError is the errors column with one entry appended. A column that is
-// not a JSON array is left as it is, and the row then fails to decode with
+// appendError is the errors column with one entry appended. A message that
+// is not valid UTF-8 cannot be a JSON string as it is: raw then names a
+// parameter holding its bytes in base64 (NULL otherwise), kept beside the
+// repaired text so the message reads back exactly. A column that is not a
+// JSON array is left as it is, and the row then fails to decode with
 // ErrCorrupt, which rolls the operation back.
-func appendError(at, message, leaseExpired string) string {
+func appendError(at, message, raw, leaseExpired string) string {
+	entry := func(extra string) string {
+		return `json_object('attempt', attempt, 'at', ` + at + `, 'message', ` + message + extra +
+			`, 'lease_expired', json('` + leaseExpired + `'))`
+	}
 	return `CASE WHEN NOT json_valid(errors) THEN errors
   WHEN json_type(errors) <> 'array' THEN errors
-  ELSE json_insert(errors, '$[#]', json_object('attempt', attempt, 'at', ` + at + `, 'message', ` + message + `, 'lease_expired', json('` + leaseExpired + `'))) END`
+  ELSE json_insert(errors, '$[#]', CASE WHEN ` + raw + ` IS NULL THEN ` + entry("") + `
+    ELSE ` + entry(`, 'message_bytes', `+raw) + ` END) END`
 }
 
 // nextVersion is the next value of the queue's sequence (bound as ?1), for
@@ -97,13 +105,13 @@ WHERE queue = ?1 AND id = ?2 AND state IN (%s) AND version = ?6`, model.Running,
 	// ?4 now, ?5 result
 	sqlAck = fmt.Sprintf(`UPDATE tasks SET version = %s, state = %d, result = ?5, finished_at = ?4, deadline = NULL `+workerGuard,
 		nextVersion, model.Succeeded, from(model.OpAck))
-	// ?4 now, ?5 message
+	// ?4 now, ?5 message, ?6 its bytes if not UTF-8
 	sqlFail = fmt.Sprintf(`UPDATE tasks SET version = %s, state = %d, errors = %s, finished_at = ?4, deadline = NULL `+workerGuard,
-		nextVersion, model.Failed, appendError("?4", "?5", "false"), from(model.OpFail))
-	// ?4 now, ?5 message, ?6 new state, ?7 run after
+		nextVersion, model.Failed, appendError("?4", "?5", "?6", "false"), from(model.OpFail))
+	// ?4 now, ?5 message, ?6 new state, ?7 run after, ?8 the message's bytes if not UTF-8
 	sqlRetry = fmt.Sprintf(`UPDATE tasks SET version = %s, state = ?6, errors = %s, run_after = ?7,
   claim_token = 0, claimed_at = NULL, deadline = NULL, finished_at = NULL `+workerGuard,
-		nextVersion, appendError("?4", "?5", "false"), from(model.OpRetry))
+		nextVersion, appendError("?4", "?5", "?8", "false"), from(model.OpRetry))
 
 	// ?1 queue, ?2 now, ?3 limit, ?4 new deadline
 	sqlClaimExpired = fmt.Sprintf(`WITH expired AS (
@@ -116,13 +124,13 @@ RETURNING %[4]s`, model.Running, seqBase, from(model.OpClaimExpired), qualifiedC
 	// Broker decisions: ?1 queue, ?2 id, ?3 version of the reap claim; then their own.
 	brokerGuard = `WHERE queue = ?1 AND id = ?2 AND version = ?3 AND state IN (%s) RETURNING ` + taskColumns
 
-	// ?4 now, ?5 message, ?6 new state, ?7 run after
+	// ?4 now, ?5 message, ?6 new state, ?7 run after, ?8 the message's bytes if not UTF-8
 	sqlRequeue = fmt.Sprintf(`UPDATE tasks SET version = %s, state = ?6, errors = %s, run_after = ?7,
   claim_token = 0, claimed_at = NULL, deadline = NULL, finished_at = NULL `+brokerGuard,
-		nextVersion, appendError("?4", "?5", "true"), from(model.OpRequeue))
-	// ?4 now, ?5 message
+		nextVersion, appendError("?4", "?5", "?8", "true"), from(model.OpRequeue))
+	// ?4 now, ?5 message, ?6 its bytes if not UTF-8
 	sqlFinalize = fmt.Sprintf(`UPDATE tasks SET version = %s, state = %d, errors = %s, finished_at = ?4, deadline = NULL `+brokerGuard,
-		nextVersion, model.Failed, appendError("?4", "?5", "true"), from(model.OpFinalize))
+		nextVersion, model.Failed, appendError("?4", "?5", "?6", "true"), from(model.OpFinalize))
 
 	// ?1 queue, ?2 now, ?3 limit, ?4 state when retried, ?5 run after when retried
 	sqlRecoverExpired = fmt.Sprintf(`WITH expired AS (
@@ -137,7 +145,7 @@ UPDATE tasks SET version = %[2]s + picked.rank,
   claimed_at  = CASE WHEN attempt >= max_attempts THEN claimed_at ELSE NULL END,
   deadline = NULL
 FROM picked WHERE tasks.rowid = picked.rid AND tasks.queue = ?1 AND tasks.state IN (%[5]s)
-RETURNING %[6]s`, model.Running, seqBase, appendError("?2", "'"+model.LeaseExpiredMessage+"'", "true"),
+RETURNING %[6]s`, model.Running, seqBase, appendError("?2", "'"+model.LeaseExpiredMessage+"'", "NULL", "true"),
 		model.Failed, from(model.OpRecoverExpired), qualifiedColumns)
 
 	// Inspector actions: ?1 queue, ?2 id, ?3 expected version (0: any).

@@ -1,6 +1,7 @@
 package sqlite_test
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -331,5 +332,54 @@ func TestVacuumShrinksTheFileAndKeepsTheTasks(t *testing.T) {
 	}
 	if c, err := s.Counts(ctx, core.CountsParams{Queue: "q"}); err != nil || c.Ready != 1 || c.Total() != 1 {
 		t.Errorf("after Vacuum: %+v, %v; want the one Ready task", c, err)
+	}
+}
+
+// TestIDsAndMessagesKeepEveryByte: task IDs sort by their bytes, and IDs and
+// error messages that are not UTF-8, or hold NUL bytes, read back as given.
+func TestIDsAndMessagesKeepEveryByte(t *testing.T) {
+	clock := core.NewFakeClock(spec.Epoch)
+	s := openStore(t, filepath.Join(t.TempDir(), "bytes.db"), sqlite.WithClock(clock))
+	ids := []string{"a\xffz", "a\x00b", "a\x00a", "é"}
+	for _, id := range ids {
+		enqueue(t, s, "q", id)
+	}
+	page, err := s.List(ctx, core.ListParams{Queue: "q", State: core.Ready, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, task := range page.Tasks {
+		got = append(got, task.ID)
+	}
+	want := slices.Clone(ids)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("List order %q, want byte order %q", got, want)
+	}
+	messages := []string{"bad \xff byte", "nul \x00 inside", "ok ✓", ""}
+	for i, m := range messages {
+		task := popOne(t, s, "q", time.Second)
+		var res core.TaskResult
+		if i%2 == 0 {
+			res, err = s.Fail(ctx, core.FailParams{Claim: task.Claim(), Message: m})
+		} else {
+			clock.Advance(2 * time.Second)
+			rc, err := s.ClaimExpired(ctx, core.ClaimExpiredParams{Queue: "q", ClaimTTL: time.Second})
+			if err != nil || len(rc.Claims) != 1 {
+				t.Fatal(rc, err)
+			}
+			res, err = s.Requeue(ctx, core.RequeueParams{ReapClaim: rc.Claims[0], Message: m})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored, err := s.Get(ctx, core.GetParams{Queue: "q", ID: task.ID})
+		if err != nil || !stored.Equal(res.Task) {
+			t.Fatalf("stored %+v (%v), returned %+v", stored, err, res.Task)
+		}
+		if wantMsg := cmp.Or(m, model.LeaseExpiredMessage); i%2 == 0 && stored.Errors[0].Message != m || i%2 == 1 && stored.Errors[0].Message != wantMsg {
+			t.Errorf("message %q read back as %q", m, stored.Errors[0].Message)
+		}
 	}
 }
