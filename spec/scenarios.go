@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"slices"
 	"time"
 
 	"github.com/leasehold/leasehold/model"
@@ -11,7 +12,15 @@ import (
 // describes; Run plays every one on the store under test and on the model.
 func Scenarios() []Scenario {
 	out := make([]Scenario, len(scenarios))
-	copy(out, scenarios)
+	for i, sc := range scenarios {
+		sc.Steps = slices.Clone(sc.Steps)
+		for j := range sc.Steps {
+			sc.Steps[j].Got = slices.Clone(sc.Steps[j].Got)
+			sc.Steps[j].Then = slices.Clone(sc.Steps[j].Then)
+			sc.Steps[j].States = slices.Clone(sc.Steps[j].States)
+		}
+		out[i] = sc
+	}
 	return out
 }
 

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -43,7 +44,9 @@ func TestDifferentialReachesEveryOutcome(t *testing.T) {
 	}
 	defer seed.Value.Set(old)
 	seen := map[string]map[string]int{}
+	steps := 0
 	differential(t, t, modelHarness, func(desc string, err error) {
+		steps++
 		op, _, _ := strings.Cut(strings.TrimLeft(desc, "+0123456789.µms "), "(")
 		outcome := describeError(err)
 		if err == nil && strings.HasSuffix(desc, "= []") {
@@ -54,6 +57,16 @@ func TestDifferentialReachesEveryOutcome(t *testing.T) {
 		}
 		seen[op][outcome]++
 	})
+	checks, _ := strconv.Atoi(flag.Lookup("rapid.checks").Value.String())
+	if testing.Short() {
+		checks /= 5
+	}
+	if checks < 100 && os.Getenv("RAPID_CHECKS") == "" && !testing.Short() {
+		t.Errorf("rapid runs %d sequences by default, want at least 100", checks)
+	}
+	if steps != checks*DifferentialSteps || DifferentialSteps != 50 {
+		t.Errorf("%d operations in %d sequences, want %d each", steps, checks, DifferentialSteps)
+	}
 	for _, op := range slices.Sorted(maps.Keys(seen)) {
 		t.Logf("%-15s %v", op, seen[op])
 	}
