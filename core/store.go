@@ -15,6 +15,10 @@ import (
 // result of every operation that depends on time.
 //
 // Times are kept with microsecond precision; the zero time means "not set".
+// Time arguments (RunAfter, Before) must be whole microseconds: Queue, Worker,
+// Broker and Inspector truncate the times they are given, and a caller of a
+// Store directly must do the same, or adapters may disagree on the last
+// fraction of a microsecond.
 // A rejected operation changes nothing and returns an error for which
 // errors.Is holds with one of ErrInvalidArgument, ErrStaleClaim, ErrNotFound,
 // ErrInvalidTransition, ErrConflict, ErrQueueFull or ErrCorrupt; any other

@@ -418,6 +418,10 @@ func leaseError(t *Task, now time.Time, message string) TaskError {
 	return TaskError{Attempt: t.Attempt, At: now, Message: message, LeaseExpired: true}
 }
 
+// ValidateID returns ErrInvalidArgument unless id has 1..MaxIDLength bytes.
+// Every operation that names a task checks it first, reads included.
+func ValidateID(id string) error { return validID(id) }
+
 func validID(id string) error {
 	if id == "" || len(id) > MaxIDLength {
 		return invalid("task ID %q must have 1..%d bytes", id, MaxIDLength)

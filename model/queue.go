@@ -46,8 +46,12 @@ func (q Queue) Len() int { return q.tasks.Len() }
 // Counts returns the number of tasks in each state.
 func (q Queue) Counts() Counts { return q.counts }
 
-// Get returns the task with the given ID, or ErrNotFound.
+// Get returns the task with the given ID: ErrInvalidArgument for an ID that
+// no task can have, ErrNotFound when no task has it.
 func (q Queue) Get(id string) (Task, error) {
+	if err := validID(id); err != nil {
+		return Task{}, err
+	}
 	t, ok := q.tasks.Get(id)
 	if !ok {
 		return Task{}, notFound(id)

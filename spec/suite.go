@@ -626,11 +626,8 @@ var suite = []suiteCase{
 		e.wantErr("Get of a missing task", err, core.ErrNotFound)
 		_, err = e.s.Get(e.ctx, core.GetParams{Queue: "elsewhere", ID: "t1"})
 		e.wantErr("Get in another queue", err, core.ErrNotFound)
-		// The model answers Get("") with ErrNotFound (it does not validate
-		// the ID of a read); the twin holds the store to the model's kind.
-		if _, err = e.s.Get(e.ctx, core.GetParams{Queue: e.q, ID: ""}); err == nil {
-			e.t.Errorf("Get with an empty ID succeeded")
-		}
+		_, err = e.s.Get(e.ctx, core.GetParams{Queue: e.q, ID: ""})
+		e.wantErr("Get with an empty ID", err, core.ErrInvalidArgument)
 		_, err = e.s.Get(e.ctx, core.GetParams{Queue: "", ID: "t1"})
 		e.wantErr("Get with an empty queue name", err, core.ErrInvalidArgument)
 	}},
