@@ -30,7 +30,7 @@ func TestMain(m *testing.M) { redistest.Main(m) }
 //	LEASEHOLD_MODE       fake, real or mixed (default mixed)
 //	LEASEHOLD_FAULTS     1: inject transport faults (default 0)
 //	LEASEHOLD_CLIENTS    most clients in a plan (default 6)
-//	LEASEHOLD_PARALLEL   histories run at once (default twice the CPUs)
+//	LEASEHOLD_PARALLEL   histories run at once (default: twice the CPUs, at least 4)
 //	LEASEHOLD_SHRINK     0: do not shrink a failing plan (default 1)
 //	LEASEHOLD_OUT        where violations are saved (default $TMPDIR/leasehold-check)
 func budget(t *testing.T, name string, histories int, duration time.Duration) linearizability.Config {

@@ -66,16 +66,20 @@ const (
 	// Worker pops tasks and decides them: Ack, Fail, Retry, Extend.
 	Worker Role = iota
 	// Broker claims expired tasks and decides them (Requeue, Finalize),
-	// recovers expired tasks in one step, and promotes due ones.
+	// now and then recovers expired tasks in one step, and promotes due
+	// ones.
 	Broker
 	// Producer enqueues tasks (and promotes due ones).
 	Producer
 	// Inspector reads (Get, List, Counts) and acts as an operator
 	// (InspectRequeue, Remove, Prune), often with the version it saw.
 	Inspector
+	// Recoverer decides expired tasks in one step (RecoverExpired), the
+	// way a broker without a retry callback does, and promotes due ones.
+	Recoverer
 )
 
-var roleNames = [...]string{"worker", "broker", "producer", "inspector"}
+var roleNames = [...]string{"worker", "broker", "producer", "inspector", "recoverer"}
 
 // String returns the role's name.
 func (r Role) String() string {
@@ -204,6 +208,9 @@ type Step struct {
 type ClientPlan struct {
 	Role   Role     `json:"role"`
 	Rounds [][]Step `json:"rounds"`
+	// TwinOf, when not 0, is the index of the client whose steps this one
+	// repeats (its Rounds are the same); a twin holds its own claims.
+	TwinOf int `json:"twinOf,omitempty"`
 }
 
 // Plan is a whole concurrent run, drawn before any goroutine starts. All
@@ -217,6 +224,16 @@ type Plan struct {
 	Capacity int             `json:"capacity"`
 	Gaps     []time.Duration `json:"gaps"` // one per round
 	Clients  []ClientPlan    `json:"clients"`
+	// StallEvery, when not 0, makes every StallEvery-th reading of the
+	// stores' clock (counting from 0 in the order they are taken, from the
+	// reading StallFrom on) block for ClockStall before returning the time.
+	// A store reads its clock inside an op, often holding a lock: a stall
+	// there lets the other clients pile up behind it, and widens the gap
+	// between two steps of an op that should have been one (a read, then a
+	// separate write) until another client's op falls into it. The time
+	// read is not changed.
+	StallEvery int `json:"stallEvery,omitempty"`
+	StallFrom  int `json:"stallFrom,omitempty"`
 }
 
 // Rounds returns the number of rounds.
@@ -236,10 +253,17 @@ func (p *Plan) Steps() int {
 // String shows the plan one client per line, rounds separated by "|".
 func (p *Plan) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "plan: %s time, queues %v, tasks %v, capacity %d, gaps %v\n",
+	fmt.Fprintf(&b, "plan: %s time, queues %v, tasks %v, capacity %d, gaps %v",
 		p.Mode, p.Queues, p.Tasks, p.Capacity, p.Gaps)
+	if p.StallEvery > 0 {
+		fmt.Fprintf(&b, ", clock stalls every %d readings from %d", p.StallEvery, p.StallFrom)
+	}
+	b.WriteString("\n")
 	for i, c := range p.Clients {
 		fmt.Fprintf(&b, "  %s %d:", c.Role, i)
+		if c.TwinOf > 0 {
+			fmt.Fprintf(&b, " (twin of %d)", c.TwinOf)
+		}
 		for r, steps := range c.Rounds {
 			if r > 0 {
 				b.WriteString(" |")
@@ -371,6 +395,10 @@ func Plans(o PlanOptions) *rapid.Generator[*Plan] {
 		for range rounds {
 			p.Gaps = append(p.Gaps, msDur(rapid.IntRange(0, 3).Draw(t, "gap")))
 		}
+		if rapid.IntRange(0, 1).Draw(t, "stall clock") == 1 {
+			p.StallEvery = rapid.IntRange(2, 5).Draw(t, "stall every")
+			p.StallFrom = rapid.IntRange(0, 7).Draw(t, "stall from")
+		}
 		g := stepGen{p: p, faultOdds: 0}
 		if o.Faults {
 			g.faultOdds = 64
@@ -387,7 +415,16 @@ func Plans(o PlanOptions) *rapid.Generator[*Plan] {
 			case i == 2:
 				role = Broker
 			case i > 2:
-				role = []Role{Worker, Broker, Inspector, Producer, Worker, Broker}[rapid.IntRange(0, 5).Draw(t, "role")]
+				// A twin repeats an earlier client's steps at the same
+				// moments: identical ops racing each other are how a
+				// read-then-write inside one op shows (two recoveries of
+				// one task, two pops of one task).
+				if rapid.IntRange(0, 3).Draw(t, "twin") == 3 {
+					of := rapid.IntRange(1, i-1).Draw(t, "twin of")
+					p.Clients = append(p.Clients, ClientPlan{Role: p.Clients[of].Role, Rounds: p.Clients[of].Rounds, TwinOf: of})
+					continue
+				}
+				role = []Role{Worker, Broker, Recoverer, Inspector, Producer, Worker}[rapid.IntRange(0, 5).Draw(t, "role")]
 			}
 			c := ClientPlan{Role: role}
 			for range rounds {
@@ -425,6 +462,8 @@ func (g stepGen) draw(t *rapid.T, role Role) Step {
 		kind = oneOf(t, "kind", Enqueue, Enqueue, Enqueue, Enqueue, Promote, Enqueue, Enqueue, Enqueue, Enqueue, Pause)
 	case Inspector:
 		kind = oneOf(t, "kind", Get, InspectRequeue, Remove, List, InspectRequeue, Counts, Prune, Get, Remove, Pause)
+	case Recoverer: // about RecoverExpired 65%, Promote 15%, Pause 20%
+		kind = oneOf(t, "kind", RecoverExpired, RecoverExpired, RecoverExpired, Promote, RecoverExpired, RecoverExpired, Promote, RecoverExpired, Pause, Pause)
 	}
 	s := Step{Kind: kind}
 	queue := func() { s.Queue = rapid.IntRange(0, len(g.p.Queues)-1).Draw(t, "queue") }

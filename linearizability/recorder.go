@@ -81,14 +81,23 @@ func (r *Recorder) Clock(c core.Clock) core.Clock { return &recordingClock{Clock
 type recordingClock struct {
 	core.Clock
 	r *Recorder
+
+	// Every every-th reading from the reading from on blocks for stall
+	// before Now returns; see Plan.StallEvery.
+	every, from int
+	stall       time.Duration
 }
 
 func (c *recordingClock) Now() time.Time {
 	at := c.r.tick()
 	now := c.Clock.Now()
 	c.r.mu.Lock()
+	n := len(c.r.readings)
 	c.r.readings = append(c.r.readings, reading{at, now})
 	c.r.mu.Unlock()
+	if c.every > 0 && n >= c.from && (n-c.from)%c.every == 0 {
+		time.Sleep(c.stall)
+	}
 	return now
 }
 

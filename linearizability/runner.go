@@ -44,6 +44,12 @@ func (unclosable) Close() error { return nil }
 // FakeEpoch is where the fake clock of a FakeTime history starts.
 var FakeEpoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// ClockStall is how long a stalled clock reading blocks (Plan.StallEvery):
+// longer than the 1ms after which a sync.Mutex hands itself to the goroutine
+// that has waited longest, so the ops queued behind the stalled one get the
+// lock before the stalled op's next step.
+const ClockStall = 1200 * time.Microsecond
+
 // ErrInjected is the transport error of an injected fault.
 var ErrInjected = errors.New("linearizability: injected transport fault")
 
@@ -60,7 +66,7 @@ func Execute(ctx context.Context, p *Plan, f Factory) (*History, error) {
 		clock = fake
 	}
 	epoch := clock.Now()
-	be, err := f(rec.Clock(clock), p.Capacity)
+	be, err := f(&recordingClock{Clock: clock, r: rec, every: p.StallEvery, from: p.StallFrom, stall: ClockStall}, p.Capacity)
 	if err != nil {
 		return nil, fmt.Errorf("linearizability: backend: %w", err)
 	}

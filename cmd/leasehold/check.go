@@ -47,7 +47,7 @@ func parseCheckFlags(args []string, stderr io.Writer) (*checkFlags, error) {
 	fs.IntVar(&f.clients, "clients", 6, "most clients in one history (producer, worker, broker, then drawn roles)")
 	fs.StringVar(&f.mode, "mode", "mixed", "time: fake (a clock the plan advances), real (leases of a few ms), or mixed")
 	fs.BoolVar(&f.faults, "faults", true, "inject transport faults: some operations become indeterminate")
-	fs.IntVar(&f.parallel, "parallel", 0, "histories run at once (default: one per CPU, at least 2)")
+	fs.IntVar(&f.parallel, "parallel", 0, "histories run at once (default: twice the CPUs, at least 4)")
 	fs.BoolVar(&f.memory, "memory", false, "check the memory adapter too (it is checked by default when no other adapter is named)")
 	fs.StringVar(&f.redis, "redis", "", "check the Redis adapter on the server at `URL` (redis://host:port/db); keys go under a prefix that is deleted afterwards")
 	fs.StringVar(&f.out, "out", "", "`folder` for violations and the example visualization (default "+linearizability.DefaultOutDir()+")")
