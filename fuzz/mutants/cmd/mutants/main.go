@@ -1,0 +1,130 @@
+// Command mutants runs the catalogue of historical bugs against the
+// randomized linearizability harness: for each mutant it applies the patch
+// to a copy of the module, builds the harness's test binary once and runs
+// TestRandomizedHistories on the patched adapter -runs times with different
+// seeds, each until a history is not linearizable or -budget has passed.
+// It prints a table: each mutant, its adapter, whether it was caught, runs
+// caught out of runs tried, and the median and worst time to detect.
+//
+// Usage (from the module root; `make mutants` runs it with the defaults):
+//
+//	go run ./fuzz/mutants/cmd/mutants [-runs 20] [-budget 20s] [-only a,b] [-adapter memory|redis|all]
+//
+// The Redis mutants need redis-server on PATH (each run starts its own) or
+// REDIS_URL pointing at a server the runs may share. It exits 1 when a
+// mutant survived a run, a run failed without a verdict, or the unpatched
+// module was flagged.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/leasehold/leasehold/fuzz/mutants"
+)
+
+func main() {
+	runs := flag.Int("runs", 20, "runs of each mutant, each with its own seed")
+	budget := flag.Duration("budget", 20*time.Second, "time a run may take to catch the mutant")
+	only := flag.String("only", "", "comma-separated mutant names (default: the whole catalogue)")
+	adapter := flag.String("adapter", "all", "the adapter whose mutants run: memory, redis or all")
+	parallel := flag.Int("parallel", 0, "builds and runs under way at once (default GOMAXPROCS)")
+	seed := flag.Uint64("seed", uint64(time.Now().UnixNano()%1e9), "seed of each mutant's first run")
+	control := flag.Bool("control", true, "also run the unpatched module once per adapter")
+	keep := flag.String("keep", "", "keep the module copies, binaries and violations in this folder")
+	list := flag.Bool("list", false, "list the catalogue and exit")
+	verbose := flag.Bool("v", false, "print each run as its mutant finishes")
+	flag.Parse()
+
+	if *list {
+		for _, m := range mutants.Catalogue {
+			fmt.Printf("%-34s %s (%s)\n", m.Name, m.Bug, m.Origin)
+		}
+		return
+	}
+	os.Exit(run(*runs, *budget, *only, *adapter, *parallel, *seed, *control, *keep, *verbose))
+}
+
+func run(runs int, budget time.Duration, only, adapter string, parallel int, seed uint64, control bool, keep string, verbose bool) int {
+	root, err := mutants.ModuleRoot(".")
+	if err != nil {
+		return fail(err)
+	}
+	all, err := mutants.Patches()
+	if err != nil {
+		return fail(err)
+	}
+	var names []string
+	if only != "" {
+		names = strings.Split(only, ",")
+	}
+	patches, err := mutants.Select(all, names, adapter)
+	if err != nil {
+		return fail(err)
+	}
+	for _, p := range patches {
+		if err := mutants.CheckApplies(root, p); err != nil {
+			return fail(err)
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	fmt.Printf("%d mutants, %d runs each, budget %v a run, seeds %d + run*%d\n",
+		len(patches), runs, budget, seed, mutants.SeedStride)
+	start := time.Now()
+	cfg := mutants.Config{
+		Root: root, Patches: patches, Runs: runs, Budget: budget, Seed: seed,
+		Parallel: parallel, Control: control, WorkDir: keep, Keep: keep != "",
+		Done: func(r mutants.Result) {
+			fmt.Printf("%-34s %-7s %d/%d caught (build %v)\n", r.Name(), r.Patch.Adapter,
+				r.Caught(), len(r.Runs), r.BuildTime.Round(100*time.Millisecond))
+			if r.BuildErr != nil {
+				fmt.Printf("  build failed: %v\n", r.BuildErr)
+			}
+			for _, run := range r.Runs {
+				switch {
+				case run.Err != nil:
+					fmt.Printf("  seed %d: %v\n%s\n", run.Seed, run.Err, indent(run.Output))
+				case verbose && run.Caught:
+					fmt.Printf("  seed %d: caught after %d histories in %v; %s\n", run.Seed, run.Histories, run.Detect, run.Saved)
+				case verbose:
+					fmt.Printf("  seed %d: survived %v\n", run.Seed, budget)
+				}
+			}
+		},
+	}
+	results, err := mutants.Evaluate(ctx, cfg)
+	fmt.Println()
+	_ = mutants.WriteTable(os.Stdout, results)
+	fmt.Printf("\n%v in all\n", time.Since(start).Round(time.Second))
+	if err != nil {
+		return fail(err)
+	}
+	code := 0
+	for _, r := range results {
+		switch {
+		case r.BuildErr != nil || len(r.Errors()) > 0:
+			code = 1
+		case r.Control && r.Caught() > 0:
+			fmt.Printf("the unpatched %s adapter was flagged: the harness or the adapter is broken\n", r.Patch.Adapter)
+			code = 1
+		case !r.Control && r.Caught() < len(r.Runs):
+			code = 1
+		}
+	}
+	return code
+}
+
+func indent(s string) string {
+	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ")
+}
+
+func fail(err error) int {
+	fmt.Fprintln(os.Stderr, "mutants:", err)
+	return 2
+}

@@ -1,0 +1,31 @@
+// Package mutants is the catalogue of historical bugs the linearizability
+// harness must catch, and the runner that checks it does.
+//
+// Each mutant (Catalogue) is a bug a real queue had (the two seeds: the
+// Redis reaper's unguarded decisions, LiteQueue's claims without identity)
+// or one guard of the model dropped or bent. It comes as one small patch per
+// adapter, <name>.<adapter>.patch in this folder: a unified diff of the real
+// source of adapters/memory or adapters/redis (for Redis, its Lua scripts),
+// after one line naming the mutant.
+//
+// Evaluate applies each patch to a copy of the module, builds the
+// linearizability package's test binary once, and runs its randomized entry
+// point (TestRandomizedHistories, on the patched adapter only, never the
+// scripted spec scenarios) several times with different seeds, each time
+// until a history is not linearizable or the run's budget has passed. The
+// command fuzz/mutants/cmd/mutants (`make mutants`) prints the table; the
+// package's tests check that every patch still applies to the current
+// source and run the whole catalogue with a small budget.
+//
+// # Making a patch again
+//
+// When an adapter changes under a patch, TestPatchesApply names it. Make the
+// same change to the new source in a scratch copy of the module (a git
+// worktree, say) and write the diff over the old patch, keeping its first
+// line:
+//
+//	git diff -- adapters/redis/lua/requeue.lua > diff
+//	(head -2 fuzz/mutants/requeue-without-guard.redis.patch; cat diff) > new
+//
+// A new mutant is a line in Catalogue and one patch per adapter.
+package mutants
