@@ -226,7 +226,8 @@ type Plan struct {
 	Clients  []ClientPlan    `json:"clients"`
 	// StallEvery, when not 0, makes every StallEvery-th reading of the
 	// stores' clock (counting from 0 in the order they are taken, from the
-	// reading StallFrom on) block for ClockStall before returning the time.
+	// reading StallFrom on, at most MaxStalls of them) block for
+	// ClockStall before returning the time.
 	// A store reads its clock inside an op, often holding a lock: a stall
 	// there lets the other clients pile up behind it, and widens the gap
 	// between two steps of an op that should have been one (a read, then a
@@ -343,8 +344,12 @@ type PlanOptions struct {
 	// MaxClients bounds the number of clients (default 6). The first three
 	// are a producer, a worker and a broker; the others draw their roles.
 	MaxClients int
+	// MinClients is the least number of clients (default and at least 3).
+	MinClients int
 	// MaxRounds bounds the number of rounds (default 8).
 	MaxRounds int
+	// MinRounds is the least number of rounds (default 1).
+	MinRounds int
 	// MaxSteps bounds a client's steps in one round (default 4).
 	MaxSteps int
 	// Faults injects transport faults into about one step in 50, making
@@ -358,10 +363,12 @@ func (o PlanOptions) withDefaults() PlanOptions {
 	if o.MaxClients == 0 {
 		o.MaxClients = 6
 	}
-	o.MaxClients = max(o.MaxClients, 2)
+	o.MaxClients = max(o.MaxClients, 3)
 	if o.MaxRounds <= 0 {
 		o.MaxRounds = 8
 	}
+	o.MinClients = min(max(o.MinClients, 3), o.MaxClients)
+	o.MinRounds = min(max(o.MinRounds, 1), o.MaxRounds)
 	if o.MaxSteps <= 0 {
 		o.MaxSteps = 4
 	}
@@ -391,7 +398,7 @@ func Plans(o PlanOptions) *rapid.Generator[*Plan] {
 		if c := rapid.IntRange(0, 9).Draw(t, "capacity"); c >= 7 {
 			p.Capacity = c - 5
 		}
-		rounds := rapid.IntRange(1, o.MaxRounds).Draw(t, "rounds")
+		rounds := rapid.IntRange(o.MinRounds, o.MaxRounds).Draw(t, "rounds")
 		for range rounds {
 			p.Gaps = append(p.Gaps, msDur(rapid.IntRange(0, 3).Draw(t, "gap")))
 		}
@@ -406,7 +413,7 @@ func Plans(o PlanOptions) *rapid.Generator[*Plan] {
 				g.faultOdds = 256
 			}
 		}
-		clients := rapid.IntRange(min(3, o.MaxClients), o.MaxClients).Draw(t, "clients")
+		clients := rapid.IntRange(o.MinClients, o.MaxClients).Draw(t, "clients")
 		for i := range clients {
 			role := Producer
 			switch {

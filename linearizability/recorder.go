@@ -86,6 +86,7 @@ type recordingClock struct {
 	// before Now returns; see Plan.StallEvery.
 	every, from int
 	stall       time.Duration
+	stalled     int // stalls so far, at most MaxStalls
 }
 
 func (c *recordingClock) Now() time.Time {
@@ -94,8 +95,12 @@ func (c *recordingClock) Now() time.Time {
 	c.r.mu.Lock()
 	n := len(c.r.readings)
 	c.r.readings = append(c.r.readings, reading{at, now})
+	stall := c.every > 0 && n >= c.from && (n-c.from)%c.every == 0 && c.stalled < MaxStalls
+	if stall {
+		c.stalled++
+	}
 	c.r.mu.Unlock()
-	if c.every > 0 && n >= c.from && (n-c.from)%c.every == 0 {
+	if stall {
 		time.Sleep(c.stall)
 	}
 	return now

@@ -50,6 +50,10 @@ var FakeEpoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 // lock before the stalled op's next step.
 const ClockStall = 1200 * time.Microsecond
 
+// MaxStalls bounds the stalled clock readings of one history: each costs
+// ClockStall of wall time.
+const MaxStalls = 10
+
 // ErrInjected is the transport error of an injected fault.
 var ErrInjected = errors.New("linearizability: injected transport fault")
 

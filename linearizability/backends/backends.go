@@ -6,7 +6,6 @@ package backends
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -33,10 +32,11 @@ var historySeq atomic.Uint64
 
 // Redis returns the factory of stores on the Redis server at url
 // (redis://host:port/db). Each history writes under a key prefix of its own
-// ("leasehold-check:<pid-ish>:<n>:"), deleted when the history ends; each of
-// its clients has its own connection. The stores judge time by the
-// harness's clock (WithClock), not the server's: the checker must know the
-// clock readings an indeterminate op may have used.
+// ("leasehold-check:<run>:<n>:"), deleted when the history ends; each of its
+// clients has a connection of its own (kept open for later histories). The
+// stores judge time by the harness's clock (WithClock), not the server's:
+// the checker must know the clock readings an indeterminate op may have
+// used. The connections stay open for the life of the process.
 func Redis(url string) (linearizability.Factory, error) {
 	opts, err := goredis.ParseURL(url)
 	if err != nil {
@@ -50,31 +50,45 @@ func Redis(url string) (linearizability.Factory, error) {
 		return nil, fmt.Errorf("backends: redis at %s: %w", opts.Addr, err)
 	}
 	run := time.Now().UnixNano()
-	return func(clock core.Clock, capacity int) (*linearizability.Backend, error) {
-		prefix := fmt.Sprintf("leasehold-check:%x:%d:", run, historySeq.Add(1))
-		var mu sync.Mutex
-		var clients []*goredis.Client
-		newClient := func() *goredis.Client {
-			o := *opts
-			o.PoolSize = 1 // one connection: a client of the plan is one connection
-			c := goredis.NewClient(&o)
-			mu.Lock()
-			clients = append(clients, c)
-			mu.Unlock()
+	// Connections outlive histories: a client of a history takes an idle
+	// one (or dials), and gives it back when the history ends.
+	var mu sync.Mutex
+	var idle []*goredis.Client
+	take := func() *goredis.Client {
+		mu.Lock()
+		defer mu.Unlock()
+		if n := len(idle); n > 0 {
+			c := idle[n-1]
+			idle = idle[:n-1]
 			return c
 		}
+		o := *opts
+		o.PoolSize = 1 // a client of the plan is one connection
+		return goredis.NewClient(&o)
+	}
+	give := func(cs []*goredis.Client) {
+		mu.Lock()
+		defer mu.Unlock()
+		idle = append(idle, cs...)
+	}
+	return func(clock core.Clock, capacity int) (*linearizability.Backend, error) {
+		prefix := fmt.Sprintf("leasehold-check:%x:%d:", run, historySeq.Add(1))
+		var hmu sync.Mutex
+		var used []*goredis.Client
 		return &linearizability.Backend{
 			Client: func() (core.Store, error) {
-				return redis.New(newClient(), redis.WithPrefix(prefix), redis.WithClock(clock), redis.WithCapacity(capacity))
+				c := take()
+				hmu.Lock()
+				used = append(used, c)
+				hmu.Unlock()
+				return redis.New(c, redis.WithPrefix(prefix), redis.WithClock(clock), redis.WithCapacity(capacity))
 			},
 			Close: func() error {
-				c := newClient()
+				c := take()
 				err := deletePrefix(c, prefix)
-				mu.Lock()
-				defer mu.Unlock()
-				for _, c := range clients {
-					err = errors.Join(err, c.Close())
-				}
+				hmu.Lock()
+				defer hmu.Unlock()
+				give(append(used, c))
 				return err
 			},
 		}, nil
