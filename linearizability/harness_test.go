@@ -14,6 +14,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/leasehold/leasehold/adapters/sqlite"
 	"github.com/leasehold/leasehold/internal/redistest"
 	"github.com/leasehold/leasehold/linearizability"
 	"github.com/leasehold/leasehold/linearizability/backends"
@@ -98,6 +99,20 @@ func TestRandomizedHistories(t *testing.T) {
 		}
 		check(t, budget(t, "redis", 1500, 5*time.Second), f)
 	})
+	for _, mode := range []sqlite.PopMode{sqlite.PopReturning, sqlite.PopSelectUpdate} {
+		name := "sqlite-" + mode.String()
+		t.Run(name, func(t *testing.T) {
+			f, err := backends.SQLite(t.TempDir(), mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := 3 * time.Second
+			if raceEnabled {
+				d = time.Second // a few histories: the driver is slow under -race
+			}
+			check(t, budget(t, name, 500, d), f)
+		})
+	}
 }
 
 // check runs the harness with cfg on f and fails t on a violation.

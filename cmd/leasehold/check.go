@@ -15,6 +15,8 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/leasehold/leasehold/adapters/sqlite"
+
 	"github.com/leasehold/leasehold/linearizability"
 	"github.com/leasehold/leasehold/linearizability/backends"
 )
@@ -30,6 +32,7 @@ type checkFlags struct {
 	parallel     int
 	memory       bool
 	redis        string
+	sqlite       string
 	out          string
 	replay       string
 	checkTimeout time.Duration
@@ -50,6 +53,7 @@ func parseCheckFlags(args []string, stderr io.Writer) (*checkFlags, error) {
 	fs.IntVar(&f.parallel, "parallel", 0, "histories run at once (default: twice the CPUs, at least 4)")
 	fs.BoolVar(&f.memory, "memory", false, "check the memory adapter too (it is checked by default when no other adapter is named)")
 	fs.StringVar(&f.redis, "redis", "", "check the Redis adapter on the server at `URL` (redis://host:port/db); keys go under a prefix that is deleted afterwards")
+	fs.StringVar(&f.sqlite, "sqlite", "", "check the SQLite adapter (both Pop implementations) with databases in `folder`; each history's database is deleted afterwards")
 	fs.StringVar(&f.out, "out", "", "`folder` for violations and the example visualization (default "+linearizability.DefaultOutDir()+")")
 	fs.StringVar(&f.replay, "replay", "", "check the saved history `FILE` (a history.json of a violation) again and exit")
 	fs.DurationVar(&f.checkTimeout, "check-timeout", 10*time.Second, "give up checking one history after this long (an Unknown verdict counts as a violation)")
@@ -104,7 +108,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	var adapters []adapter
-	if f.memory || f.redis == "" {
+	if f.memory || f.redis == "" && f.sqlite == "" {
 		adapters = append(adapters, adapter{"memory", backends.Memory()})
 	}
 	if f.redis != "" {
@@ -114,6 +118,16 @@ func check(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		adapters = append(adapters, adapter{"redis", rf})
+	}
+	if f.sqlite != "" {
+		for _, mode := range []sqlite.PopMode{sqlite.PopReturning, sqlite.PopSelectUpdate} {
+			sf, err := backends.SQLite(f.sqlite, mode)
+			if err != nil {
+				fmt.Fprintf(stderr, "leasehold check: %v\n", err)
+				return 2
+			}
+			adapters = append(adapters, adapter{"sqlite-" + mode.String(), sf})
+		}
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

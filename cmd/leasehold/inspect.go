@@ -7,18 +7,28 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"text/tabwriter"
 	"time"
 
 	"github.com/leasehold/leasehold/adapters/redis"
+	"github.com/leasehold/leasehold/adapters/sqlite"
 	"github.com/leasehold/leasehold/core"
 	"github.com/leasehold/leasehold/model"
 )
 
 // openStore opens the store an inspect command looks into.
-var openStore = func(redisURL, prefix string) (core.Store, error) {
-	if redisURL == "" {
-		return nil, errors.New("name a store: --redis URL")
+func openStore(redisURL, prefix, sqlitePath string) (core.Store, error) {
+	switch {
+	case redisURL != "" && sqlitePath != "":
+		return nil, errors.New("name one store: --redis URL or --sqlite PATH")
+	case sqlitePath != "":
+		if _, err := os.Stat(sqlitePath); err != nil {
+			return nil, err // do not create a database to look into
+		}
+		return sqlite.Open(sqlitePath)
+	case redisURL == "":
+		return nil, errors.New("name a store: --redis URL or --sqlite PATH")
 	}
 	var opts []redis.Option
 	if prefix != "" {
@@ -32,6 +42,7 @@ func inspect(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	redisURL := fs.String("redis", "", "the Redis store at `URL` (redis://host:port/db)")
 	prefix := fs.String("prefix", "", "the Redis store's key prefix (default "+redis.DefaultPrefix+")")
+	sqlitePath := fs.String("sqlite", "", "the SQLite store in the database file `PATH`")
 	queue := fs.String("queue", "default", "the `queue` to look into")
 	after := fs.String("after", "", "list: start after this task `ID`")
 	limit := fs.Int("limit", 50, "list: at most `N` tasks")
@@ -51,7 +62,7 @@ func inspect(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	s, err := openStore(*redisURL, *prefix)
+	s, err := openStore(*redisURL, *prefix, *sqlitePath)
 	if err != nil {
 		fmt.Fprintf(stderr, "leasehold inspect: %v\n", err)
 		return 2

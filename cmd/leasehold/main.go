@@ -12,7 +12,8 @@
 // against a fresh store, records every call and return, and checks each
 // history with porcupine against the model in package model. By default it
 // runs the in-process memory adapter for 10 seconds; --redis URL checks a
-// Redis server instead (add --memory to check both). On a violation it
+// Redis server and --sqlite FOLDER the SQLite adapter (each Pop
+// implementation) instead; add --memory to check it too. On a violation it
 // saves the plan, the history and porcupine's visualization to a folder,
 // prints the folder and the seed, and exits with status 1. Either way it
 // writes the visualization of one passing history, so a newcomer can see
@@ -55,10 +56,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
-  leasehold check [flags]           check the stores for linearizability (memory adapter by default)
+  leasehold check [flags]           check the stores for linearizability (memory adapter by default;
+                                    --redis URL, --sqlite FOLDER for the others)
   leasehold check --replay FILE     check a saved history.json again
   leasehold inspect [flags] counts|list STATE|get ID
-                                    look into a queue of a Redis or SQLite store
+                                    look into a queue of a Redis (--redis URL) or SQLite (--sqlite PATH) store
 
 Run "leasehold check -h" or "leasehold inspect -h" for the flags.
 `)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/adapters/redis"
+	"github.com/leasehold/leasehold/adapters/sqlite"
 	"github.com/leasehold/leasehold/core"
 	"github.com/leasehold/leasehold/internal/redistest"
 	"github.com/leasehold/leasehold/linearizability"
@@ -59,6 +60,45 @@ func TestCheckRunsRedis(t *testing.T) {
 		if !strings.Contains(stdout, "  "+want+"  ") && !strings.Contains(stdout, " "+want+" ") {
 			t.Errorf("no %s row in the summary:\n%s", want, stdout)
 		}
+	}
+}
+
+func TestCheckRunsSQLiteWithBothPops(t *testing.T) {
+	dir := t.TempDir()
+	status, stdout, stderr := runCmd(t, "check", "--sqlite", dir, "--histories", "3", "--progress", "none", "--out", t.TempDir())
+	if status != 0 {
+		t.Fatalf("status %d\n%s\n%s", status, stdout, stderr)
+	}
+	for _, want := range []string{"sqlite-returning", "sqlite-select-update"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("no %s row in the summary:\n%s", want, stdout)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) > 0 {
+		t.Errorf("databases left behind: %v", left)
+	}
+}
+
+func TestInspectShowsASQLiteQueue(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	s, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Enqueue(context.Background(), core.EnqueueParams{Queue: "jobs", EnqueueArgs: model.EnqueueArgs{ID: "a", MaxAttempts: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	status, stdout, stderr := runCmd(t, "inspect", "--sqlite", path, "--queue", "jobs", "list", "ready")
+	if status != 0 || !strings.Contains(stdout, "a   ready") {
+		t.Errorf("list ready: status %d\n%s\n%s", status, stdout, stderr)
+	}
+	missing := filepath.Join(t.TempDir(), "none.db")
+	if status, _, _ := runCmd(t, "inspect", "--sqlite", missing, "counts"); status != 2 {
+		t.Errorf("a missing database: status %d, want 2", status)
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Error("inspect created the database it was to look into")
 	}
 }
 

@@ -6,7 +6,10 @@ package backends
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/leasehold/leasehold/adapters/memory"
 	"github.com/leasehold/leasehold/adapters/redis"
+	"github.com/leasehold/leasehold/adapters/sqlite"
 	"github.com/leasehold/leasehold/core"
 	"github.com/leasehold/leasehold/linearizability"
 )
@@ -114,4 +118,59 @@ func deletePrefix(c *goredis.Client, prefix string) error {
 			return nil
 		}
 	}
+}
+
+// SQLite returns the factory of SQLite stores with the given Pop
+// implementation. Each history has a database file of its own in dir
+// (created if needed), removed when the history ends; each of its clients
+// opens its own Store on that file (its own connections, as another process
+// would), after the first has created the schema.
+func SQLite(dir string, mode sqlite.PopMode) (linearizability.Factory, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("backends: sqlite folder: %w", err)
+	}
+	run := time.Now().UnixNano()
+	return func(clock core.Clock, capacity int) (*linearizability.Backend, error) {
+		path := filepath.Join(dir, fmt.Sprintf("leasehold-check-%x-%d.db", run, historySeq.Add(1)))
+		opts := []sqlite.Option{sqlite.WithClock(clock), sqlite.WithCapacity(capacity), sqlite.WithPopMode(mode),
+			sqlite.WithReaders(2), sqlite.WithSynchronous(sqlite.SyncNormal)}
+		first, err := sqlite.Open(path, opts...)
+		if err != nil {
+			return nil, err
+		}
+		var mu sync.Mutex
+		var stores []*sqlite.Store
+		return &linearizability.Backend{
+			Client: func() (core.Store, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if len(stores) == 0 {
+					stores = append(stores, first)
+					return first, nil
+				}
+				s, err := sqlite.Open(path, opts...)
+				if err == nil {
+					stores = append(stores, s)
+				}
+				return s, err
+			},
+			Close: func() error {
+				mu.Lock()
+				defer mu.Unlock()
+				var err error
+				if len(stores) == 0 {
+					err = first.Close()
+				}
+				for _, s := range stores {
+					err = errors.Join(err, s.Close())
+				}
+				for _, suffix := range []string{"", "-wal", "-shm"} {
+					if rmErr := os.Remove(path + suffix); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
+						err = errors.Join(err, rmErr)
+					}
+				}
+				return err
+			},
+		}, nil
+	}, nil
 }
