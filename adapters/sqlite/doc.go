@@ -23,11 +23,19 @@
 //     the write-ahead log (journal_mode=WAL) readers never wait for the
 //     writer nor block it.
 //
+// Writes go through one goroutine per store, the committer, which commits
+// the operations waiting at the same moment in one transaction (group
+// commit): each runs in a savepoint of its own, so one that is refused is
+// rolled back alone, and with synchronous=FULL (the default, see
+// WithSynchronous) a batch costs one sync of the log instead of one per
+// operation. Every operation still returns only once the commit that holds
+// it is durable against a crash of the process or the host. An operation
+// whose context ends while it waits for the committer is not performed; one
+// that has started runs to its end.
+//
 // An operation reads the clock after it holds the write lock and reports
 // that reading as Now, so the time an operation judges leases by is the time
-// it takes effect. synchronous=FULL (the default, see WithSynchronous) makes
-// every acknowledged commit durable against a crash of the process or the
-// host.
+// it takes effect.
 //
 // # Schema
 //

@@ -15,20 +15,40 @@ import (
 	"github.com/leasehold/leasehold/linearizability"
 )
 
-// linFactory makes the backend of each history: a new database file, and for
-// each client of the plan a Store of its own on that file (its own writer
-// and readers, as a separate process would have), all judging time by the
-// harness's clock.
-func linFactory(dir string, mode sqlite.PopMode) linearizability.Factory {
+// linFactory makes the backend of each history: a new database file, and
+// either one Store that every client of the plan shares (its operations then
+// meet in the committer's batches), or for each client a Store of its own on
+// that file (its own writer and readers, as a separate process would have).
+// All judge time by the harness's clock.
+func linFactory(dir string, mode sqlite.PopMode, shared bool) linearizability.Factory {
 	var n atomic.Int64
 	return func(clock core.Clock, capacity int) (*linearizability.Backend, error) {
 		path := filepath.Join(dir, fmt.Sprintf("history-%d.db", n.Add(1)))
+		open := func() (*sqlite.Store, error) {
+			return sqlite.Open(path, sqlite.WithClock(clock), sqlite.WithCapacity(capacity),
+				sqlite.WithPopMode(mode), sqlite.WithReaders(2))
+		}
+		remove := func() (err error) {
+			for _, suffix := range []string{"", "-wal", "-shm"} {
+				if e := os.Remove(path + suffix); e != nil && !errors.Is(e, os.ErrNotExist) {
+					err = errors.Join(err, e)
+				}
+			}
+			return err
+		}
+		if shared {
+			s, err := open()
+			if err != nil {
+				return nil, err
+			}
+			b := linearizability.Shared(s)
+			return &linearizability.Backend{Client: b.Client, Close: func() error { return errors.Join(b.Close(), remove()) }}, nil
+		}
 		var mu sync.Mutex
 		var stores []*sqlite.Store
 		return &linearizability.Backend{
 			Client: func() (core.Store, error) {
-				s, err := sqlite.Open(path, sqlite.WithClock(clock), sqlite.WithCapacity(capacity),
-					sqlite.WithPopMode(mode), sqlite.WithSynchronous(sqlite.SyncNormal), sqlite.WithReaders(2))
+				s, err := open()
 				if err != nil {
 					return nil, err
 				}
@@ -44,48 +64,41 @@ func linFactory(dir string, mode sqlite.PopMode) linearizability.Factory {
 				for _, s := range stores {
 					err = errors.Join(err, s.Close())
 				}
-				for _, suffix := range []string{"", "-wal", "-shm"} {
-					if e := os.Remove(path + suffix); e != nil && !errors.Is(e, os.ErrNotExist) {
-						err = errors.Join(err, e)
-					}
-				}
-				return err
+				return errors.Join(err, remove())
 			},
 		}, nil
 	}
 }
 
-func itoa(n int64) string {
-	return string(rune('0'+n/100%10)) + string(rune('0'+n/10%10)) + string(rune('0'+n%10))
-}
-
 // TestHistoriesAreLinearizable runs the linearizability harness on the
-// SQLite store with each pop implementation: concurrent clients, each with
-// its own connections to one file, on rapid-drawn plans; every history must
-// be one the model allows.
+// SQLite store with each pop implementation, its clients sharing one store
+// or each with its own on one file, on rapid-drawn concurrent plans: every
+// history must be one the model allows.
 func TestHistoriesAreLinearizable(t *testing.T) {
 	for _, mode := range popModes {
-		t.Run(mode.String(), func(t *testing.T) {
-			rep, err := linearizability.Run(ctx, linearizability.Config{
-				Name:      "sqlite-" + mode.String(),
-				Factory:   linFactory(t.TempDir(), mode),
-				Histories: 60,
-				Duration:  8 * time.Second,
-				Seed:      1,
-				OutDir:    t.TempDir(),
-				Parallel:  2,
+		for _, shared := range []bool{true, false} {
+			name := mode.String() + map[bool]string{true: "/one-store", false: "/store-per-client"}[shared]
+			t.Run(name, func(t *testing.T) {
+				rep, err := linearizability.Run(ctx, linearizability.Config{
+					Name:      "sqlite-" + mode.String(),
+					Factory:   linFactory(t.TempDir(), mode, shared),
+					Histories: 25,
+					Duration:  3 * time.Second,
+					Seed:      uint64(len(name)),
+					Parallel:  2,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("%d histories, %d operations, %d violations, run %v, check %v",
+					rep.Histories, rep.Operations, rep.Violations, rep.RunTime.Round(time.Millisecond), rep.CheckTime.Round(time.Millisecond))
+				if rep.Histories == 0 {
+					t.Fatal("no history ran")
+				}
+				for _, f := range rep.Failures {
+					t.Errorf("seed %d: %s history; saved to %s\n%s", f.Seed, f.Result, f.Dir, f.Plan)
+				}
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%d histories, %d operations, %d violations, run %v, check %v",
-				rep.Histories, rep.Operations, rep.Violations, rep.RunTime.Round(time.Millisecond), rep.CheckTime.Round(time.Millisecond))
-			if rep.Histories == 0 {
-				t.Fatal("no history ran")
-			}
-			for _, f := range rep.Failures {
-				t.Errorf("seed %d: %s history; saved to %s\n%s", f.Seed, f.Result, f.Dir, f.Plan)
-			}
-		})
+		}
 	}
 }

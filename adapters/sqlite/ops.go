@@ -94,7 +94,7 @@ func (t tx) probe(queue, id string) (state model.State, token, version uint64, f
 func (s *Store) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskResult, error) {
 	a := p.EnqueueArgs
 	validate := func() error {
-		if err := validID(a.ID); err != nil {
+		if err := model.ValidateID(a.ID); err != nil {
 			return err
 		}
 		if a.Priority < model.MinPriority || a.Priority > model.MaxPriority {
@@ -268,7 +268,7 @@ func (t tx) popSelectUpdate(queue string, n int, now, deadline time.Time) ([]mod
 
 // validClaim is the model's check of a worker claim's arguments.
 func validClaim(c model.Claim) error {
-	if err := validID(c.TaskID); err != nil {
+	if err := model.ValidateID(c.TaskID); err != nil {
 		return err
 	}
 	if c.Token == 0 {
@@ -418,7 +418,7 @@ func (s *Store) ClaimExpired(ctx context.Context, p core.ClaimExpiredParams) (co
 func (s *Store) brokerOp(ctx context.Context, op model.Op, rc model.ReapClaim, q string, args func(now time.Time) []any) (core.TaskResult, error) {
 	var task model.Task
 	validate := func() error {
-		if err := validID(rc.TaskID); err != nil {
+		if err := model.ValidateID(rc.TaskID); err != nil {
 			return err
 		}
 		if rc.Version == 0 {
@@ -515,7 +515,7 @@ func (s *Store) RecoverExpired(ctx context.Context, p core.RecoverExpiredParams)
 // order: ErrNotFound, ErrConflict (expected version), then the state.
 func (s *Store) inspectorOp(ctx context.Context, op model.Op, p core.InspectParams, q string, advance bool) (core.TaskResult, error) {
 	var task model.Task
-	now, err := s.write(ctx, p.Queue, func() error { return validID(p.ID) }, []string{q, sqlAdvance}, func(t tx, now time.Time) error {
+	now, err := s.write(ctx, p.Queue, func() error { return model.ValidateID(p.ID) }, []string{q, sqlAdvance}, func(t tx, now time.Time) error {
 		got, found, err := t.oneTask(q, p.Queue, p.ID, int64(p.Expect))
 		if err != nil {
 			return err
@@ -621,7 +621,7 @@ func (s *Store) Prune(ctx context.Context, p core.PruneParams) (core.IDsResult, 
 // Get implements core.Store.
 func (s *Store) Get(ctx context.Context, p core.GetParams) (core.Task, error) {
 	var task model.Task
-	err := s.read(ctx, p.Queue, nil, sqlGet, func(st *sql.Stmt) error {
+	err := s.read(ctx, p.Queue, func() error { return model.ValidateID(p.ID) }, sqlGet, func(st *sql.Stmt) error {
 		ts, err := scanTasks(st.QueryContext(ctx, p.Queue, p.ID))
 		if err != nil {
 			return err

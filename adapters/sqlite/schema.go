@@ -265,7 +265,7 @@ func liteQueueTask(raw [6]any, cfg config, version uint64) (model.Task, error) {
 	default:
 		return t, corrupt("LiteQueue message_id %v (%T) is not text", id, id)
 	}
-	if validID(t.ID) != nil {
+	if model.ValidateID(t.ID) != nil {
 		return t, corrupt("LiteQueue message_id %q: a task ID has 1..%d bytes", t.ID, model.MaxIDLength)
 	}
 	switch data := raw[0].(type) {

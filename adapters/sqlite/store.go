@@ -9,10 +9,10 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasehold/leasehold/core"
-	"github.com/leasehold/leasehold/model"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -30,6 +30,10 @@ type Store struct {
 	r      *sql.DB // read-only pool for Get, List and Counts
 	wstmts stmtCache
 	rstmts stmtCache
+
+	jobs     chan *job     // write operations for the committer
+	loopDone chan struct{} // closed when the committer has stopped
+	grouped  atomic.Int64  // operations committed in a batch of more than one
 
 	mu     sync.RWMutex // held shared by every operation, exclusively by Close
 	closed bool
@@ -177,8 +181,14 @@ func Open(path string, opts ...Option) (*Store, error) {
 	}
 	r.SetMaxOpenConns(cfg.readers)
 	r.SetMaxIdleConns(cfg.readers)
-	s := &Store{path: path, clock: cfg.clock, capacity: cfg.capacity, popMode: cfg.popMode, w: w, r: r}
+	s := &Store{path: path, clock: cfg.clock, capacity: cfg.capacity, popMode: cfg.popMode, w: w, r: r,
+		jobs: make(chan *job), loopDone: make(chan struct{})}
 	s.wstmts.db, s.rstmts.db = w, r
+	if err := s.wstmts.prepare(context.Background(), sqlSavepoint, sqlRelease, sqlRollbackTo); err != nil {
+		s.closeDBs()
+		return nil, err
+	}
+	go s.commitLoop()
 	return s, nil
 }
 
@@ -266,6 +276,8 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	close(s.jobs) // every operation has returned: none can be queued any more
+	<-s.loopDone
 	return s.closeDBs()
 }
 
@@ -355,13 +367,14 @@ func (s *Store) enter(ctx context.Context, queue string, validate func() error) 
 	return nil
 }
 
-// write runs fn in one BEGIN IMMEDIATE transaction and commits it if fn
-// returns nil. now is read from the clock once the write lock is held, so it
-// is the instant the operation takes effect. Any error rolls everything back.
+// write performs one write operation: fn runs inside a BEGIN IMMEDIATE
+// transaction of the committer (see commit.go), with now read from the clock
+// once the write lock is held, so it is the instant the operation takes
+// effect. If fn returns an error, nothing it did is kept.
 //
 // needs lists the statements fn uses; they are prepared (once per store)
-// before the transaction begins.
-func (s *Store) write(ctx context.Context, queue string, validate func() error, needs []string, fn func(t tx, now time.Time) error) (now time.Time, err error) {
+// before the operation is queued.
+func (s *Store) write(ctx context.Context, queue string, validate func() error, needs []string, fn func(t tx, now time.Time) error) (time.Time, error) {
 	if err := s.enter(ctx, queue, validate); err != nil {
 		return time.Time{}, err
 	}
@@ -369,32 +382,16 @@ func (s *Store) write(ctx context.Context, queue string, validate func() error, 
 	if err := s.wstmts.prepare(ctx, needs...); err != nil {
 		return time.Time{}, err
 	}
-	var late []string
-	defer func() {
-		if len(late) > 0 {
-			s.wstmts.prepare(context.Background(), late...) // only a cache: an error here changes nothing
-		}
-	}()
-	sqlTx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("leasehold/sqlite: begin: %w", err)
+	j := &job{ctx: ctx, fn: fn, done: make(chan struct{})}
+	s.jobs <- j
+	<-j.done
+	if len(j.late) > 0 {
+		s.wstmts.prepare(context.Background(), j.late...) // only a cache: an error here changes nothing
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("leasehold/sqlite: internal error: %v", r)
-		}
-		if err != nil {
-			sqlTx.Rollback()
-		}
-	}()
-	now = trunc(s.clock.Now())
-	if err = fn(tx{s: s, ctx: ctx, sql: sqlTx, late: &late}, now); err != nil {
-		return time.Time{}, err
+	if j.err != nil {
+		return time.Time{}, j.err
 	}
-	if err = sqlTx.Commit(); err != nil {
-		return time.Time{}, fmt.Errorf("leasehold/sqlite: commit: %w", err)
-	}
-	return now, nil
+	return j.now, nil
 }
 
 // read runs fn against the read-only pool. Every read is one statement, so it
@@ -421,14 +418,6 @@ func firstLine(q string) string {
 		return q[:i] + " …"
 	}
 	return q
-}
-
-// validID is the model's check of a task ID.
-func validID(id string) error {
-	if id == "" || len(id) > model.MaxIDLength {
-		return fmt.Errorf("%w: task ID %q must have 1..%d bytes", core.ErrInvalidArgument, id, model.MaxIDLength)
-	}
-	return nil
 }
 
 func invalid(format string, args ...any) error {

@@ -1,0 +1,174 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/model"
+)
+
+// Group commit. With synchronous=FULL every commit waits for the disk, so
+// the writes of a store go through one goroutine, the committer, which runs
+// the operations waiting at that moment in one transaction and commits them
+// together: one sync for the batch instead of one per operation. Each
+// operation runs inside a savepoint of its own; one that fails is rolled
+// back to its savepoint and changes nothing, and the others commit. An
+// operation still returns only after the commit that made it durable.
+//
+// Atomicity and order are those of one transaction per operation: the
+// operations of a batch were all in progress at once, the committer runs
+// them one after the other in the order they arrived, each reading the
+// clock when its turn comes, and each sees the effects of those before it.
+
+// maxGroup bounds the operations committed together.
+const maxGroup = 64
+
+// The savepoint of one operation within a batch.
+const (
+	sqlSavepoint  = `SAVEPOINT op`
+	sqlRelease    = `RELEASE op`
+	sqlRollbackTo = `ROLLBACK TO op`
+)
+
+// job is one write operation waiting for the committer.
+type job struct {
+	ctx  context.Context
+	fn   func(t tx, now time.Time) error
+	late []string // statements fn had to prepare on the spot
+
+	now  time.Time // the clock reading it ran with
+	err  error
+	done chan struct{}
+}
+
+func (j *job) finish(err error) {
+	j.err = err
+	close(j.done)
+}
+
+// commitLoop is the committer: it takes the operations waiting and runs them
+// in one transaction, until Close closes s.jobs.
+func (s *Store) commitLoop() {
+	defer close(s.loopDone)
+	batch := make([]*job, 0, maxGroup)
+	for first := range s.jobs {
+		batch = append(batch[:0], first)
+	collect:
+		for len(batch) < maxGroup {
+			select {
+			case j, ok := <-s.jobs:
+				if !ok {
+					break collect
+				}
+				batch = append(batch, j)
+			default:
+				break collect
+			}
+		}
+		for pending := batch; len(pending) > 0; {
+			pending = s.commitBatch(pending)
+		}
+	}
+}
+
+// contained reports whether err leaves the transaction usable: the errors of
+// the model and ErrCorrupt are decided in Go after statements that succeeded,
+// so rolling back to the operation's savepoint undoes exactly its changes.
+// Any other error (from SQLite, or a panic) may have ended the transaction.
+func contained(err error) bool {
+	return model.Kind(err) != nil || errors.Is(err, core.ErrCorrupt)
+}
+
+// commitBatch runs the operations of jobs in one transaction and commits it.
+// It finishes every job it can; when an operation fails in a way that may
+// have ended the transaction, it rolls everything back, fails that
+// operation, and returns the others to be run again in a new transaction.
+func (s *Store) commitBatch(jobs []*job) (again []*job) {
+	runnable := jobs[:0:0]
+	for _, j := range jobs {
+		if err := j.ctx.Err(); err != nil {
+			j.finish(err) // never started
+			continue
+		}
+		runnable = append(runnable, j)
+	}
+	if len(runnable) == 0 {
+		return nil
+	}
+	bg := context.Background() // an operation's own context must not interrupt the others' transaction
+	sqlTx, err := s.w.BeginTx(bg, nil)
+	if err != nil {
+		for _, j := range runnable {
+			j.finish(fmt.Errorf("leasehold/sqlite: begin: %w", err))
+		}
+		return nil
+	}
+	t := tx{s: s, ctx: bg, sql: sqlTx}
+	single := len(runnable) == 1
+	done := make([]*job, 0, len(runnable))
+	abort := func(failed *job, err error, rest []*job) []*job {
+		sqlTx.Rollback()
+		failed.finish(err)
+		return append(done, rest...)
+	}
+	for i, j := range runnable {
+		t.late = &j.late
+		if !single {
+			if _, err := t.exec(sqlSavepoint); err != nil {
+				return abort(j, fmt.Errorf("leasehold/sqlite: savepoint: %w", err), runnable[i+1:])
+			}
+		}
+		now := trunc(s.clock.Now())
+		err := run(j, t, now)
+		switch {
+		case err == nil:
+			if !single {
+				if _, err := t.exec(sqlRelease); err != nil {
+					return abort(j, fmt.Errorf("leasehold/sqlite: release savepoint: %w", err), runnable[i+1:])
+				}
+			}
+			j.now = now
+			done = append(done, j)
+		case !contained(err):
+			return abort(j, err, runnable[i+1:])
+		case single:
+			sqlTx.Rollback()
+			j.finish(err)
+			return nil
+		default:
+			if _, rbErr := t.exec(sqlRollbackTo); rbErr != nil {
+				return abort(j, err, runnable[i+1:])
+			}
+			if _, relErr := t.exec(sqlRelease); relErr != nil {
+				return abort(j, err, runnable[i+1:])
+			}
+			j.finish(err)
+		}
+	}
+	if err := sqlTx.Commit(); err != nil {
+		for _, j := range done {
+			j.finish(fmt.Errorf("leasehold/sqlite: commit: %w", err))
+		}
+		return nil
+	}
+	if len(runnable) > 1 {
+		s.grouped.Add(int64(len(done)))
+	}
+	for _, j := range done {
+		close(j.done)
+	}
+	return nil
+}
+
+// run runs one operation, turning a panic into an error.
+func run(j *job, t tx, now time.Time) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("leasehold/sqlite: internal error: %v", r)
+		}
+	}()
+	return j.fn(t, now)
+}
