@@ -44,12 +44,7 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{core.ErrInvalidArgument}, args...)...)
 }
 
-func validID(id string) error {
-	if id == "" || len(id) > model.MaxIDLength {
-		return invalid("task ID %q must have 1..%d bytes", id, model.MaxIDLength)
-	}
-	return nil
-}
+func validID(id string) error { return model.ValidateID(id) }
 
 func validLimit(limit int) error {
 	if limit < 0 {
@@ -366,10 +361,12 @@ func (s *Store) RecoverExpired(ctx context.Context, p core.RecoverExpiredParams)
 	return core.TasksResult{Now: at, Tasks: tasks}, nil
 }
 
-// Get implements core.Store. Like the model, it does not validate the ID: a
-// task with an impossible ID is simply not found.
+// Get implements core.Store.
 func (s *Store) Get(ctx context.Context, p core.GetParams) (core.Task, error) {
 	if err := s.begin(ctx, p.Queue); err != nil {
+		return core.Task{}, err
+	}
+	if err := validID(p.ID); err != nil {
 		return core.Task{}, err
 	}
 	r, err := s.eval(ctx, getScript, s.queueKeys(p.Queue, p.ID), p.ID, p.ID)
