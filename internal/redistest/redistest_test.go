@@ -2,7 +2,9 @@ package redistest_test
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -94,5 +96,63 @@ func TestStartCluster(t *testing.T) {
 	}
 	if err := c.Do(ctx, "MSET", "{a}x", "1", "{b}y", "2").Err(); err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
 		t.Errorf("MSET across slots: %v, want CROSSSLOT", err)
+	}
+}
+
+// recordingTB is a testing.TB whose Skipf and Fatalf record the message and
+// end the calling goroutine, as the real ones do.
+type recordingTB struct {
+	testing.TB
+	skipped, fatal string
+}
+
+func (r *recordingTB) Helper() {}
+
+func (r *recordingTB) Skipf(format string, args ...any) {
+	r.skipped = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+func (r *recordingTB) Fatalf(format string, args ...any) {
+	r.fatal = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// callWith runs fn(tb) on its own goroutine, which Skipf or Fatalf may end.
+func callWith(tb *recordingTB, fn func(testing.TB)) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn(tb)
+	}()
+	<-done
+}
+
+// Without redis-server on PATH a test is skipped with an install hint, or
+// fails when CI=true.
+func TestMissingServerSkipsOutsideCIAndFailsInCI(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv("REDIS_URL", "")
+	for _, ci := range []string{"", "true"} {
+		t.Setenv("CI", ci)
+		for name, fn := range map[string]func(testing.TB){
+			"Start": func(tb testing.TB) { redistest.Start(tb) },
+			"URL":   func(tb testing.TB) { redistest.URL(tb) },
+		} {
+			tb := &recordingTB{TB: t}
+			callWith(tb, fn)
+			msg := tb.skipped
+			if ci == "true" {
+				msg = tb.fatal
+				if tb.skipped != "" {
+					t.Errorf("%s with CI=true skipped: %s", name, tb.skipped)
+				}
+			} else if tb.fatal != "" {
+				t.Errorf("%s outside CI failed: %s", name, tb.fatal)
+			}
+			if !strings.Contains(msg, "apt-get install redis-server") {
+				t.Errorf("%s (CI=%q): message %q does not say how to install redis-server", name, ci, msg)
+			}
+		}
 	}
 }
