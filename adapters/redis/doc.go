@@ -93,9 +93,10 @@
 // stamp and to judge expiry. One clock then judges every lease of a queue,
 // whatever the clocks of the machines running workers and brokers: a broker
 // whose clock runs ahead cannot expire a live lease, and one whose clock
-// lags cannot keep a dead one. WithClock replaces the server's clock with
-// an injected core.Clock (passed to each script as an argument), for tests
-// with a core.FakeClock. Results report the time the script used as Now.
+// lags cannot keep a dead one. (After a failover the promoted replica's
+// clock takes over, so keep the servers' clocks synchronized.) WithClock
+// replaces the server's clock with an injected core.Clock (passed to each
+// script as an argument), for tests with a core.FakeClock. Results report the time the script used as Now.
 // Times are kept to the microsecond, as by every leasehold store: caller
 // times are truncated (Prune's before is rounded up, which keeps "finished
 // before" exact) and so are durations.
