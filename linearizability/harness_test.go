@@ -136,9 +136,9 @@ func check(t *testing.T, cfg linearizability.Config, f linearizability.Factory) 
 	fl := rep.Failures[0]
 	t.Errorf("leasehold-check: violation after %d histories in %v: %s history, seed %d, %s\n"+
 		"replay the check: go run ./cmd/leasehold check --replay %s\n"+
-		"run the plan again: LEASEHOLD_SEED=%d LEASEHOLD_HISTORIES=1 LEASEHOLD_MODE=%s go test -run 'TestRandomizedHistories/%s' ./linearizability/\n%s",
+		"run the plan again: LEASEHOLD_SEED=%d LEASEHOLD_HISTORIES=1 LEASEHOLD_MODE=%s LEASEHOLD_FAULTS=%d LEASEHOLD_CLIENTS=%d go test -run 'TestRandomizedHistories/%s' ./linearizability/\n%s",
 		fl.After+1, fl.Elapsed.Round(time.Millisecond), fl.Result, fl.Seed, where(fl.Dir, fl.SaveError),
-		filepath.Join(fl.Dir, "history.json"), fl.Seed, fl.Plan.Mode, cfg.Name, fl.Plan)
+		filepath.Join(fl.Dir, "history.json"), fl.Seed, cfg.TimeMode, b2i(cfg.Faults), cfg.Clients, cfg.Name, fl.Plan)
 	if envInt(t, "LEASEHOLD_SHRINK", 1) == 0 {
 		return
 	}
@@ -149,6 +149,13 @@ func check(t *testing.T, cfg linearizability.Config, f linearizability.Factory) 
 	}
 	t.Logf("rapid shrank the plan from %d steps to %d (%s); %s\n%s",
 		fl.Plan.Steps(), s.plan.Steps(), s.outcome, where(s.dir, s.err), s.plan)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func where(dir string, err error) string {
@@ -213,12 +220,12 @@ func shrink(cfg linearizability.Config, seed uint64, tries int, limit time.Durat
 	if last.plan == nil {
 		return s
 	}
-	s.plan = last.plan
+	s.plan = last.plan.Compact()
 	out := cfg.OutDir
 	if out == "" {
 		out = linearizability.DefaultOutDir()
 	}
-	s.dir, s.err = linearizability.SaveFailure(filepath.Join(out, "shrunk"), last.h, last.plan, last.v)
+	s.dir, s.err = linearizability.SaveFailure(filepath.Join(out, "shrunk"), last.h, s.plan, last.v)
 	return s
 }
 

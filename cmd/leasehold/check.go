@@ -169,12 +169,12 @@ func check(args []string, stdout, stderr io.Writer) int {
 			status = 1
 		}
 	}
-	summary(stdout, reports)
+	summary(stdout, reports, f)
 	return status
 }
 
 // summary prints a table of the reports, each violation, and the example.
-func summary(w io.Writer, reports []linearizability.Report) {
+func summary(w io.Writer, reports []linearizability.Report, f *checkFlags) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "adapter\thistories\toperations\tindeterminate\tviolations\tchecking\tslowest check\twall time\t")
@@ -184,19 +184,22 @@ func summary(w io.Writer, reports []linearizability.Report) {
 	}
 	tw.Flush()
 	for _, r := range reports {
-		for _, f := range r.Failures {
-			fmt.Fprintf(w, "\nVIOLATION %s: history %d, seed %d, %s (%d operations)\n", r.Adapter, f.After, f.Seed, f.Result, len(f.History.Operations))
-			if f.Result == porcupine.Unknown {
+		for _, fl := range r.Failures {
+			fmt.Fprintf(w, "\nVIOLATION %s: history %d, seed %d, %s (%d operations)\n", r.Adapter, fl.After, fl.Seed, fl.Result, len(fl.History.Operations))
+			if fl.Result == porcupine.Unknown {
 				fmt.Fprintln(w, "  the check ran out of time: raise --check-timeout to get a verdict")
 			}
-			if f.SaveError != nil {
-				fmt.Fprintf(w, "  not saved: %v\n", f.SaveError)
+			if fl.SaveError != nil {
+				fmt.Fprintf(w, "  not saved: %v\n", fl.SaveError)
 				continue
 			}
-			fmt.Fprintf(w, "  saved to   %s\n", f.Dir)
-			fmt.Fprintf(w, "  open       %s\n", filepath.Join(f.Dir, "history.html"))
-			fmt.Fprintf(w, "  replay     leasehold check --replay %s\n", filepath.Join(f.Dir, "history.json"))
-			fmt.Fprintf(w, "  rerun      leasehold check --seed %d --histories 1 --mode %s --faults=%v\n", f.Seed, f.Plan.Mode, hasFaults(f.Plan))
+			fmt.Fprintf(w, "  saved to   %s\n", fl.Dir)
+			fmt.Fprintf(w, "  open       %s\n", filepath.Join(fl.Dir, "history.html"))
+			fmt.Fprintf(w, "  replay     leasehold check --replay %s\n", filepath.Join(fl.Dir, "history.json"))
+			// The plan of a seed depends on the mode, faults and clients
+			// settings too (they bound what rapid draws).
+			fmt.Fprintf(w, "  rerun      leasehold check --seed %d --histories 1 --mode %s --faults=%v --clients %d%s\n",
+				fl.Seed, f.mode, f.faults, f.clients, adapterFlag(r.Adapter, f))
 		}
 	}
 	for _, r := range reports {
@@ -206,17 +209,15 @@ func summary(w io.Writer, reports []linearizability.Report) {
 	}
 }
 
-func hasFaults(p *linearizability.Plan) bool {
-	for _, c := range p.Clients {
-		for _, r := range c.Rounds {
-			for _, s := range r {
-				if s.Fault != linearizability.NoFault {
-					return true
-				}
-			}
-		}
+// adapterFlag is the flag that selects adapter again.
+func adapterFlag(adapter string, f *checkFlags) string {
+	switch {
+	case adapter == "redis":
+		return " --redis " + f.redis
+	case strings.HasPrefix(adapter, "sqlite"):
+		return " --sqlite " + f.sqlite
 	}
-	return false
+	return ""
 }
 
 // replay checks a saved history again and writes its visualization.
