@@ -458,6 +458,9 @@ func (q *queue) prune(states []model.State, before time.Time, limit int) ([]stri
 }
 
 func (q *queue) get(id string) (model.Task, error) {
+	if err := validID(id); err != nil {
+		return model.Task{}, err
+	}
 	t, ok := q.tasks[id]
 	if !ok {
 		return model.Task{}, notFound(id)
@@ -592,12 +595,7 @@ func instant(t time.Time) time.Time {
 	return t.UTC().Truncate(time.Microsecond)
 }
 
-func validID(id string) error {
-	if id == "" || len(id) > model.MaxIDLength {
-		return invalid("task ID %q must have 1..%d bytes", id, model.MaxIDLength)
-	}
-	return nil
-}
+func validID(id string) error { return model.ValidateID(id) }
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{model.ErrInvalidArgument}, args...)...)
