@@ -95,16 +95,15 @@ const DefaultLiteQueueName = "litequeue"
 type Option func(*config)
 
 type config struct {
-	clock           core.Clock
-	capacity        int
-	popMode         PopMode
-	busyTimeout     time.Duration
-	readers         int
-	sync            Synchronous
-	legacyQueue     string
-	legacyAttempts  int
-	legacyQueueSet  bool
-	legacyAttemptOK bool
+	clock          core.Clock
+	capacity       int
+	popMode        PopMode
+	busyTimeout    time.Duration
+	readers        int
+	sync           Synchronous
+	legacyQueue    string
+	legacyQueueSet bool
+	legacyAttempts int
 }
 
 // WithClock makes the store judge time by c instead of core.SystemClock.
@@ -138,7 +137,7 @@ func WithLiteQueueName(name string) Option {
 // WithLiteQueueMaxAttempts sets the MaxAttempts of the tasks Open imports
 // from a LiteQueue database (default DefaultLiteQueueMaxAttempts).
 func WithLiteQueueMaxAttempts(n int) Option {
-	return func(cfg *config) { cfg.legacyAttempts, cfg.legacyAttemptOK = n, true }
+	return func(cfg *config) { cfg.legacyAttempts = n }
 }
 
 // Open opens (creating it if needed) the leasehold database at path, brings
