@@ -173,7 +173,7 @@ local function load_task(key, id, seq)
   if #v == 0 then return nil end
   local h = {}
   for i = 1, #v, 2 do h[v[i]] = v[i + 1] end
-  local t = {key = key, id = id}
+  local t = {key = key, id = id, stored = h}
   for i = 1, #FIELDS do
     local f = FIELDS[i]
     if not h[f] then refuse(CORRUPT, key, 'missing field ' .. f) end
@@ -267,34 +267,36 @@ end
 
 local function ftime(v) if v then return fmt(v) end return '' end
 
+-- encode returns the task's fields as stored strings, in FIELDS order.
+local function encode(t)
+  return {t.payload, fmt(t.priority), t.state, fmt(t.attempt),
+    fmt(t.max_attempts), fmt(t.version), fmt(t.token), ftime(t.enqueued_at),
+    ftime(t.run_after), ftime(t.claimed_at), ftime(t.deadline),
+    ftime(t.finished_at), t.errors, t.result}
+end
+
+-- save writes the fields that differ from the stored hash (all of them for
+-- a new task) and keeps the encoding for emit.
 local function save(t)
-  redis.call('HSET', t.key,
-    'payload', t.payload, 'priority', fmt(t.priority), 'state', t.state,
-    'attempt', fmt(t.attempt), 'max_attempts', fmt(t.max_attempts),
-    'version', fmt(t.version), 'token', fmt(t.token),
-    'enqueued_at', ftime(t.enqueued_at), 'run_after', ftime(t.run_after),
-    'claimed_at', ftime(t.claimed_at), 'deadline', ftime(t.deadline),
-    'finished_at', ftime(t.finished_at), 'errors', t.errors, 'result', t.result)
+  local enc = encode(t)
+  local stored = t.stored or {}
+  local args = {'HSET', t.key}
+  for i = 1, #FIELDS do
+    if stored[FIELDS[i]] ~= enc[i] then
+      args[#args + 1] = FIELDS[i]
+      args[#args + 1] = enc[i]
+    end
+  end
+  if #args > 2 then redis.call(unpack(args)) end
+  t.enc = enc
 end
 
 -- emit appends the task to a reply: its ID, then FIELDS in order.
 local function emit(out, t)
+  local enc = t.enc or encode(t)
   local n = #out
   out[n + 1] = t.id
-  out[n + 2] = t.payload
-  out[n + 3] = fmt(t.priority)
-  out[n + 4] = t.state
-  out[n + 5] = fmt(t.attempt)
-  out[n + 6] = fmt(t.max_attempts)
-  out[n + 7] = fmt(t.version)
-  out[n + 8] = fmt(t.token)
-  out[n + 9] = ftime(t.enqueued_at)
-  out[n + 10] = ftime(t.run_after)
-  out[n + 11] = ftime(t.claimed_at)
-  out[n + 12] = ftime(t.deadline)
-  out[n + 13] = ftime(t.finished_at)
-  out[n + 14] = t.errors
-  out[n + 15] = t.result
+  for i = 1, #enc do out[n + 1 + i] = enc[i] end
   return out
 end
 
