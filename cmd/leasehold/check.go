@@ -6,9 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -38,6 +40,7 @@ type checkFlags struct {
 	checkTimeout time.Duration
 	keepGoing    bool
 	progress     string
+	outcomes     bool
 }
 
 func parseCheckFlags(args []string, stderr io.Writer) (*checkFlags, error) {
@@ -58,6 +61,7 @@ func parseCheckFlags(args []string, stderr io.Writer) (*checkFlags, error) {
 	fs.StringVar(&f.replay, "replay", "", "check the saved history `FILE` (a history.json of a violation) again and exit")
 	fs.DurationVar(&f.checkTimeout, "check-timeout", 10*time.Second, "give up checking one history after this long (an Unknown verdict counts as a violation)")
 	fs.BoolVar(&f.keepGoing, "keep-going", false, "do not stop at the first violation")
+	fs.BoolVar(&f.outcomes, "outcomes", false, "also print how often each op had each outcome (what the histories exercised)")
 	fs.StringVar(&f.progress, "progress", "auto", "progress display: bar, lines, none, or auto (a bar on a terminal)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: leasehold check [flags]\n       leasehold check --replay FILE\n\n")
@@ -200,6 +204,20 @@ func summary(w io.Writer, reports []linearizability.Report, f *checkFlags) {
 			// settings too (they bound what rapid draws).
 			fmt.Fprintf(w, "  rerun      leasehold check --seed %d --histories 1 --mode %s --faults=%v --clients %d%s\n",
 				fl.Seed, f.mode, f.faults, f.clients, adapterFlag(r.Adapter, f))
+		}
+	}
+	if f.outcomes {
+		for _, r := range reports {
+			fmt.Fprintf(w, "\noutcomes (%s):\n", r.Adapter)
+			keys := slices.Sorted(maps.Keys(r.Outcomes))
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+			for i, k := range keys {
+				fmt.Fprintf(tw, "%s\t%d\t", k, r.Outcomes[k])
+				if i%4 == 3 || i == len(keys)-1 {
+					fmt.Fprintln(tw)
+				}
+			}
+			tw.Flush()
 		}
 	}
 	for _, r := range reports {
