@@ -679,9 +679,9 @@ func (s *Store) Counts(ctx context.Context, p core.CountsParams) (core.Counts, e
 			if err := rows.Scan(&st, &n); err != nil {
 				return corrupt("counts: %v", err)
 			}
-			state, err := stateOf(st, "?")
-			if err != nil {
-				return err
+			state := model.State(st)
+			if !state.Valid() || st != int64(state) {
+				return corrupt("queue %q: tasks in state %d", p.Queue, st)
 			}
 			switch state {
 			case model.Scheduled:

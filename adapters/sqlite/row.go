@@ -10,7 +10,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/leasehold/leasehold/core"
 	"github.com/leasehold/leasehold/model"
 )
 
@@ -274,13 +273,4 @@ func scanTasks(rows *sql.Rows, err error) ([]model.Task, error) {
 		out = append(out, t)
 	}
 	return out, rows.Err()
-}
-
-// stateOf decodes a state read on its own.
-func stateOf(v int64, id string) (model.State, error) {
-	s := model.State(v)
-	if v < int64(model.Scheduled) || v > int64(model.Failed) {
-		return 0, fmt.Errorf("%w: task %q: state %d", core.ErrCorrupt, id, v)
-	}
-	return s, nil
 }
