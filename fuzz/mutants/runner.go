@@ -139,9 +139,10 @@ func (r Result) DetectTimes() []time.Duration {
 	return out
 }
 
-// Evaluate builds the harness on a copy of the module for each patch and
-// runs it cfg.Runs times, up to cfg.Parallel builds and cfg.Parallel runs at
-// once. It returns one Result per patch (after the controls, if any), in the
+// Evaluate builds the harness once for each mutant, on a copy of the module
+// with the mutant's patches applied, and runs it cfg.Runs times on each
+// patched adapter, up to cfg.Parallel builds and cfg.Parallel runs at once.
+// It returns one Result per patch (after the controls, if any), in the
 // order of cfg.Patches. An error means the runner itself could not work
 // (the module cannot be copied or a patch applied); a build that fails or a
 // run without a verdict is reported in its Result.
@@ -175,15 +176,34 @@ func Evaluate(ctx context.Context, cfg Config) ([]Result, error) {
 		return nil, err
 	}
 
+	// One build per mutant, with its patches of every adapter applied (each
+	// touches its own adapter, and a run exercises one adapter only), and
+	// one for the controls; one result per (mutant, adapter).
 	var results []Result
+	type build struct {
+		name    string
+		patches []Patch
+		results []int // indexes into results
+	}
+	var bs []*build
 	if cfg.Control {
+		ctl := &build{name: "unpatched"}
 		for _, a := range Adapters {
 			if slices.ContainsFunc(cfg.Patches, func(p Patch) bool { return p.Adapter == a }) {
+				ctl.results = append(ctl.results, len(results))
 				results = append(results, Result{Patch: Patch{Adapter: a}, Control: true})
 			}
 		}
+		bs = append(bs, ctl)
 	}
 	for _, p := range cfg.Patches {
+		i := slices.IndexFunc(bs, func(b *build) bool { return b.name == p.Mutant.Name })
+		if i < 0 {
+			i = len(bs)
+			bs = append(bs, &build{name: p.Mutant.Name})
+		}
+		bs[i].patches = append(bs[i].patches, p)
+		bs[i].results = append(bs[i].results, len(results))
 		results = append(results, Result{Patch: p})
 	}
 
@@ -192,17 +212,15 @@ func Evaluate(ctx context.Context, cfg Config) ([]Result, error) {
 	var mu sync.Mutex // serializes cfg.Done and the first error
 	var firstErr error
 	var wg sync.WaitGroup
-	for i := range results {
+	for i, b := range bs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := &results[i]
-			dir := filepath.Join(work, fmt.Sprintf("%02d-%s-%s", i, safe(r.Name()), r.Patch.Adapter))
+			dir := filepath.Join(work, fmt.Sprintf("%02d-%s", i, safe(b.name)))
 			bin := filepath.Join(dir, "harness.test")
 			builds <- struct{}{}
 			t0 := time.Now()
-			err := prepare(ctx, gobin, cfg.Root, dir, bin, r)
-			r.BuildTime = time.Since(t0)
+			buildErr, err := prepare(ctx, gobin, cfg.Root, dir, bin, b.patches)
 			<-builds
 			if err != nil {
 				mu.Lock()
@@ -212,28 +230,39 @@ func Evaluate(ctx context.Context, cfg Config) ([]Result, error) {
 				mu.Unlock()
 				return
 			}
-			n := cfg.Runs
-			if r.Control {
-				n = 1
+			var adapters sync.WaitGroup
+			for _, ri := range b.results {
+				r := &results[ri]
+				r.BuildTime, r.BuildErr = time.Since(t0), buildErr
+				adapters.Add(1)
+				go func() {
+					defer adapters.Done()
+					n := cfg.Runs
+					if r.Control {
+						n = 1
+					}
+					for k := 0; k < n && r.BuildErr == nil && ctx.Err() == nil; k++ {
+						runs <- struct{}{}
+						run := runOnce(ctx, bin, filepath.Join(dir, "module", "linearizability"), r.Patch.Adapter,
+							cfg.Seed+uint64(k)*SeedStride, cfg.Budget,
+							filepath.Join(dir, fmt.Sprintf("%s-run%02d", r.Patch.Adapter, k)), cfg.Env)
+						<-runs
+						r.Runs = append(r.Runs, run)
+						if run.Caught && cfg.FirstCatch && !r.Control {
+							break
+						}
+					}
+					if cfg.Done != nil {
+						mu.Lock()
+						cfg.Done(*r)
+						mu.Unlock()
+					}
+				}()
 			}
-			for k := 0; k < n && r.BuildErr == nil && ctx.Err() == nil; k++ {
-				runs <- struct{}{}
-				run := runOnce(ctx, bin, filepath.Join(dir, "module", "linearizability"), r.Patch.Adapter,
-					cfg.Seed+uint64(k)*SeedStride, cfg.Budget, filepath.Join(dir, fmt.Sprintf("run%02d", k)), cfg.Env)
-				<-runs
-				r.Runs = append(r.Runs, run)
-				if run.Caught && cfg.FirstCatch && !r.Control {
-					break
-				}
-			}
+			adapters.Wait()
 			if !cfg.Keep {
 				_ = os.RemoveAll(filepath.Join(dir, "module"))
 				_ = os.Remove(bin)
-			}
-			if cfg.Done != nil {
-				mu.Lock()
-				cfg.Done(*r)
-				mu.Unlock()
 			}
 		}()
 	}
@@ -244,31 +273,40 @@ func Evaluate(ctx context.Context, cfg Config) ([]Result, error) {
 	return results, firstErr
 }
 
-// prepare copies the module to dir/module, applies the patch (none for a
-// control) and builds the harness's test binary at bin. A patch that does
-// not apply is an error; a build that fails is the result's BuildErr.
-func prepare(ctx context.Context, gobin, root, dir, bin string, r *Result) error {
+// prepare copies the module to dir/module, applies the patches and builds
+// the harness's test binary at bin. A patch that does not apply is err; a
+// build that fails is buildErr. A failed build is tried once more on a
+// fresh copy: the copy takes the working tree as it is, and a file someone
+// is saving may be half written.
+func prepare(ctx context.Context, gobin, root, dir, bin string, patches []Patch) (buildErr, err error) {
 	mod := filepath.Join(dir, "module")
-	if err := os.MkdirAll(mod, 0o755); err != nil {
-		return err
-	}
-	if err := CopyModule(root, mod); err != nil {
-		return fmt.Errorf("mutants: copy the module: %w", err)
-	}
-	if !r.Control {
-		if err := Apply(mod, r.Patch, false); err != nil {
-			return err
+	for try := 0; try < 2 && ctx.Err() == nil; try++ {
+		if err := os.RemoveAll(mod); err != nil {
+			return nil, err
 		}
+		if err := os.MkdirAll(mod, 0o755); err != nil {
+			return nil, err
+		}
+		if err := CopyModule(root, mod); err != nil {
+			return nil, fmt.Errorf("mutants: copy the module: %w", err)
+		}
+		for _, p := range patches {
+			if err := Apply(mod, p, false); err != nil {
+				return nil, err
+			}
+		}
+		// -trimpath keeps the absolute path of the copy out of the build,
+		// so the packages the patches do not touch come from the build
+		// cache.
+		cmd := exec.CommandContext(ctx, gobin, "test", "-c", "-trimpath", "-o", bin, HarnessPackage)
+		cmd.Dir = mod
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			return nil, nil
+		}
+		buildErr = fmt.Errorf("go test -c %s: %v\n%s", HarnessPackage, err, out)
 	}
-	// -trimpath keeps the absolute path of the copy out of the build, so
-	// the packages a patch does not touch come from the build cache.
-	cmd := exec.CommandContext(ctx, gobin, "test", "-c", "-trimpath", "-o", bin, HarnessPackage)
-	cmd.Dir = mod
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=readonly")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		r.BuildErr = fmt.Errorf("go test -c %s: %v\n%s", HarnessPackage, err, out)
-	}
-	return nil
+	return buildErr, nil
 }
 
 // goTool returns the go command: the one on PATH, else the one of the

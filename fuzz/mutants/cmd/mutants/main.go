@@ -12,8 +12,8 @@
 //
 // The Redis mutants need redis-server on PATH (each run starts its own) or
 // REDIS_URL pointing at a server the runs may share. It exits 1 when a
-// mutant survived a run, a run failed without a verdict, or the unpatched
-// module was flagged.
+// mutant was caught in fewer than -want of its runs (19 of 20 by default), a
+// run failed without a verdict, or the unpatched module was flagged.
 package main
 
 import (
@@ -28,17 +28,33 @@ import (
 	"github.com/leasehold/leasehold/fuzz/mutants"
 )
 
+// options are the command's flags.
+type options struct {
+	runs     int
+	budget   time.Duration
+	only     string
+	adapter  string
+	parallel int
+	seed     uint64
+	control  bool
+	keep     string
+	verbose  bool
+	want     float64
+}
+
 func main() {
-	runs := flag.Int("runs", 20, "runs of each mutant, each with its own seed")
-	budget := flag.Duration("budget", 20*time.Second, "time a run may take to catch the mutant")
-	only := flag.String("only", "", "comma-separated mutant names (default: the whole catalogue)")
-	adapter := flag.String("adapter", "all", "the adapter whose mutants run: memory, redis or all")
-	parallel := flag.Int("parallel", 0, "builds and runs under way at once (default GOMAXPROCS)")
-	seed := flag.Uint64("seed", uint64(time.Now().UnixNano()%1e9), "seed of each mutant's first run")
-	control := flag.Bool("control", true, "also run the unpatched module once per adapter")
-	keep := flag.String("keep", "", "keep the module copies, binaries and violations in this folder")
+	var o options
+	flag.IntVar(&o.runs, "runs", 20, "runs of each mutant, each with its own seed")
+	flag.DurationVar(&o.budget, "budget", 20*time.Second, "time a run may take to catch the mutant")
+	flag.StringVar(&o.only, "only", "", "comma-separated mutant names (default: the whole catalogue)")
+	flag.StringVar(&o.adapter, "adapter", "all", "the adapter whose mutants run: memory, redis or all")
+	flag.IntVar(&o.parallel, "parallel", 0, "builds and runs under way at once (default GOMAXPROCS)")
+	flag.Uint64Var(&o.seed, "seed", uint64(time.Now().UnixNano()%1e9), "seed of each mutant's first run")
+	flag.BoolVar(&o.control, "control", true, "also run the unpatched module once per adapter")
+	flag.StringVar(&o.keep, "keep", "", "keep the module copies, binaries and violations in this folder")
+	flag.BoolVar(&o.verbose, "v", false, "print each run as its mutant finishes")
+	flag.Float64Var(&o.want, "want", 0.95, "the share of its runs that must catch each mutant (19 of 20)")
 	list := flag.Bool("list", false, "list the catalogue and exit")
-	verbose := flag.Bool("v", false, "print each run as its mutant finishes")
 	flag.Parse()
 
 	if *list {
@@ -47,10 +63,10 @@ func main() {
 		}
 		return
 	}
-	os.Exit(run(*runs, *budget, *only, *adapter, *parallel, *seed, *control, *keep, *verbose))
+	os.Exit(run(o))
 }
 
-func run(runs int, budget time.Duration, only, adapter string, parallel int, seed uint64, control bool, keep string, verbose bool) int {
+func run(o options) int {
 	root, err := mutants.ModuleRoot(".")
 	if err != nil {
 		return fail(err)
@@ -60,10 +76,10 @@ func run(runs int, budget time.Duration, only, adapter string, parallel int, see
 		return fail(err)
 	}
 	var names []string
-	if only != "" {
-		names = strings.Split(only, ",")
+	if o.only != "" {
+		names = strings.Split(o.only, ",")
 	}
-	patches, err := mutants.Select(all, names, adapter)
+	patches, err := mutants.Select(all, names, o.adapter)
 	if err != nil {
 		return fail(err)
 	}
@@ -75,11 +91,11 @@ func run(runs int, budget time.Duration, only, adapter string, parallel int, see
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	fmt.Printf("%d mutants, %d runs each, budget %v a run, seeds %d + run*%d\n",
-		len(patches), runs, budget, seed, mutants.SeedStride)
+		len(patches), o.runs, o.budget, o.seed, mutants.SeedStride)
 	start := time.Now()
 	cfg := mutants.Config{
-		Root: root, Patches: patches, Runs: runs, Budget: budget, Seed: seed,
-		Parallel: parallel, Control: control, WorkDir: keep, Keep: keep != "",
+		Root: root, Patches: patches, Runs: o.runs, Budget: o.budget, Seed: o.seed,
+		Parallel: o.parallel, Control: o.control, WorkDir: o.keep, Keep: o.keep != "",
 		Done: func(r mutants.Result) {
 			fmt.Printf("%-34s %-7s %d/%d caught (build %v)\n", r.Name(), r.Patch.Adapter,
 				r.Caught(), len(r.Runs), r.BuildTime.Round(100*time.Millisecond))
@@ -90,10 +106,10 @@ func run(runs int, budget time.Duration, only, adapter string, parallel int, see
 				switch {
 				case run.Err != nil:
 					fmt.Printf("  seed %d: %v\n%s\n", run.Seed, run.Err, indent(run.Output))
-				case verbose && run.Caught:
+				case o.verbose && run.Caught:
 					fmt.Printf("  seed %d: caught after %d histories in %v; %s\n", run.Seed, run.Histories, run.Detect, run.Saved)
-				case verbose:
-					fmt.Printf("  seed %d: survived %v\n", run.Seed, budget)
+				case o.verbose:
+					fmt.Printf("  seed %d: survived %v\n", run.Seed, o.budget)
 				}
 			}
 		},
@@ -113,7 +129,9 @@ func run(runs int, budget time.Duration, only, adapter string, parallel int, see
 		case r.Control && r.Caught() > 0:
 			fmt.Printf("the unpatched %s adapter was flagged: the harness or the adapter is broken\n", r.Patch.Adapter)
 			code = 1
-		case !r.Control && r.Caught() < len(r.Runs):
+		case !r.Control && float64(r.Caught()) < o.want*float64(len(r.Runs)):
+			fmt.Printf("%s of the %s adapter was caught in %d of %d runs, fewer than %.0f%%\n",
+				r.Name(), r.Patch.Adapter, r.Caught(), len(r.Runs), 100*o.want)
 			code = 1
 		}
 	}
