@@ -142,7 +142,8 @@ func WithLiteQueueMaxAttempts(n int) Option {
 
 // Open opens (creating it if needed) the leasehold database at path, brings
 // its schema up to date, and returns a store on it. A database created by
-// LiteQueue is migrated in place (see the package documentation).
+// LiteQueue is migrated in place (see the package documentation). The store
+// holds connections and a goroutine until Close.
 func Open(path string, opts ...Option) (*Store, error) {
 	cfg := config{
 		clock:          core.SystemClock{},
