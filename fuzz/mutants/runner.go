@@ -356,13 +356,15 @@ func runOnce(ctx context.Context, bin, dir, adapter string, seed uint64, budget 
 	pass := "--- PASS: " + HarnessTest + "/" + adapter + " "
 	fail := "--- FAIL: " + HarnessTest + "/" + adapter + " "
 	switch m := violationLine.FindStringSubmatch(output); {
-	case m != nil && strings.Contains(output, fail):
-		run.Caught = true
-		run.Histories, _ = strconv.Atoi(m[1])
-		if d, perr := time.ParseDuration(m[2]); perr == nil {
-			run.Detect = d
-		} else {
-			run.Detect = run.Wall
+	case strings.Contains(output, fail) && (m != nil || saved(out) != ""):
+		// The harness's own account of the violation, if it gave one; else
+		// the folder it saved the violation to, and the run's time.
+		run.Caught, run.Detect, run.Saved = true, run.Wall, saved(out)
+		if m != nil {
+			run.Histories, _ = strconv.Atoi(m[1])
+			if d, perr := time.ParseDuration(m[2]); perr == nil {
+				run.Detect = d
+			}
 		}
 		if s := savedTo.FindStringSubmatch(output); s != nil {
 			run.Saved = s[1]
@@ -379,6 +381,16 @@ func runOnce(ctx context.Context, bin, dir, adapter string, seed uint64, budget 
 		run.Err = fmt.Errorf("the harness failed without a violation: %v", err)
 	}
 	return run
+}
+
+// saved returns the first folder under out holding a saved history, "" if
+// there is none.
+func saved(out string) string {
+	found, _ := filepath.Glob(filepath.Join(out, "*", "history.json"))
+	if len(found) == 0 {
+		return ""
+	}
+	return filepath.Dir(found[0])
 }
 
 func tail(s string, n int) string {
