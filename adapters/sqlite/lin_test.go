@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,60 +12,32 @@ import (
 	"github.com/leasehold/leasehold/adapters/sqlite"
 	"github.com/leasehold/leasehold/core"
 	"github.com/leasehold/leasehold/linearizability"
+	"github.com/leasehold/leasehold/linearizability/backends"
 )
 
-// linFactory makes the backend of each history: a new database file, and
-// either one Store that every client of the plan shares (its operations then
-// meet in the committer's batches), or for each client a Store of its own on
-// that file (its own writer and readers, as a separate process would have).
-// All judge time by the harness's clock.
-func linFactory(dir string, mode sqlite.PopMode, shared bool) linearizability.Factory {
+// sharedFactory makes the backend of each history: one Store on a new
+// database file, which every client of the plan shares, so their operations
+// meet in the committer's batches. It commits with synchronous=FULL, the
+// default, whose slower syncs let batches form. (backends.SQLite gives each
+// client a Store of its own instead.)
+func sharedFactory(dir string, mode sqlite.PopMode) linearizability.Factory {
 	var n atomic.Int64
 	return func(clock core.Clock, capacity int) (*linearizability.Backend, error) {
 		path := filepath.Join(dir, fmt.Sprintf("history-%d.db", n.Add(1)))
-		open := func() (*sqlite.Store, error) {
-			return sqlite.Open(path, sqlite.WithClock(clock), sqlite.WithCapacity(capacity),
-				sqlite.WithPopMode(mode), sqlite.WithReaders(2))
+		s, err := sqlite.Open(path, sqlite.WithClock(clock), sqlite.WithCapacity(capacity), sqlite.WithPopMode(mode))
+		if err != nil {
+			return nil, err
 		}
-		remove := func() (err error) {
+		shared := linearizability.Shared(s)
+		return &linearizability.Backend{Client: shared.Client, Close: func() error {
+			err := shared.Close()
 			for _, suffix := range []string{"", "-wal", "-shm"} {
 				if e := os.Remove(path + suffix); e != nil && !errors.Is(e, os.ErrNotExist) {
 					err = errors.Join(err, e)
 				}
 			}
 			return err
-		}
-		if shared {
-			s, err := open()
-			if err != nil {
-				return nil, err
-			}
-			b := linearizability.Shared(s)
-			return &linearizability.Backend{Client: b.Client, Close: func() error { return errors.Join(b.Close(), remove()) }}, nil
-		}
-		var mu sync.Mutex
-		var stores []*sqlite.Store
-		return &linearizability.Backend{
-			Client: func() (core.Store, error) {
-				s, err := open()
-				if err != nil {
-					return nil, err
-				}
-				mu.Lock()
-				stores = append(stores, s)
-				mu.Unlock()
-				return s, nil
-			},
-			Close: func() error {
-				mu.Lock()
-				defer mu.Unlock()
-				var err error
-				for _, s := range stores {
-					err = errors.Join(err, s.Close())
-				}
-				return errors.Join(err, remove())
-			},
-		}, nil
+		}}, nil
 	}
 }
 
@@ -79,9 +50,17 @@ func TestHistoriesAreLinearizable(t *testing.T) {
 		for j, shared := range []bool{true, false} {
 			name := mode.String() + map[bool]string{true: "/one-store", false: "/store-per-client"}[shared]
 			t.Run(name, func(t *testing.T) {
+				factory := sharedFactory(t.TempDir(), mode)
+				if !shared {
+					f, err := backends.SQLite(t.TempDir(), mode)
+					if err != nil {
+						t.Fatal(err)
+					}
+					factory = f
+				}
 				rep, err := linearizability.Run(ctx, linearizability.Config{
 					Name:      "sqlite-" + mode.String(),
-					Factory:   linFactory(t.TempDir(), mode, shared),
+					Factory:   factory,
 					Histories: 25,
 					Duration:  3 * time.Second,
 					Seed:      uint64(1 + 1000*(2*i+j)), // each run its own plans
