@@ -98,7 +98,10 @@ func expectedErr(q model.Queue, in model.Input) (error, model.State) {
 			return model.ErrInvalidTransition, task.State
 		}
 	case model.OpGet:
-		if !exists {
+		switch {
+		case badID(in.ID):
+			return model.ErrInvalidArgument, 0
+		case !exists:
 			return model.ErrNotFound, 0
 		}
 	case model.OpList:
