@@ -34,8 +34,8 @@ type Config struct {
 	Root string
 	// Patches are the mutants to run.
 	Patches []Patch
-	// Runs is the number of runs of each mutant (default 20); run i uses
-	// seed Seed + i*SeedStride.
+	// Runs is the number of runs of each mutant on each adapter (default
+	// 20); run i uses seed Seed + i*SeedStride. A control runs once.
 	Runs int
 	// Budget bounds one run: the harness draws histories until one is not
 	// linearizable or Budget has passed (default 20s).
@@ -58,8 +58,8 @@ type Config struct {
 	// REDIS_URL=redis://127.0.0.1:6379/0: the runs then share that
 	// server instead of starting one each).
 	Env []string
-	// Done, when set, is called as each mutant finishes (from its own
-	// goroutine, one call at a time).
+	// Done, when set, is called as the runs of each result (a mutant on
+	// one adapter, or a control) end, one call at a time.
 	Done func(Result)
 }
 
@@ -309,17 +309,18 @@ func prepare(ctx context.Context, gobin, root, dir, bin string, patches []Patch)
 	return buildErr, nil
 }
 
-// goTool returns the go command: the one on PATH, else the one of the
-// toolchain that built this program.
+// goTool returns the go command: the one on PATH, else the one in $GOROOT.
 func goTool() (string, error) {
 	if p, err := exec.LookPath("go"); err == nil {
 		return p, nil
 	}
-	p := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(p); err != nil {
-		return "", errors.New("mutants: no go command on PATH")
+	if root := os.Getenv("GOROOT"); root != "" {
+		p := filepath.Join(root, "bin", "go")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
 	}
-	return p, nil
+	return "", errors.New("mutants: no go command on PATH or in $GOROOT")
 }
 
 var (
