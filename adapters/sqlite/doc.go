@@ -12,9 +12,9 @@
 //
 //   - the writer: one connection (MaxOpenConns 1) opened with _txlock=immediate,
 //     so every write transaction is BEGIN IMMEDIATE and takes SQLite's write
-//     lock before it reads anything. Within a process, writers queue for the
-//     connection; across processes, for the lock, waiting up to the busy
-//     timeout (WithBusyTimeout). A transaction therefore never reads a state
+//     lock before it reads anything. Within a process, writes queue for the
+//     committer (below); across processes, for the lock, waiting up to the
+//     busy timeout (WithBusyTimeout). A transaction therefore never reads a state
 //     that another writer changes before it commits, and never fails with a
 //     "database is locked" upgrade error half-way through. The hot statements
 //     are prepared once on this connection.
@@ -68,7 +68,8 @@
 //
 // # Guarded updates
 //
-// Each operation is one transaction, and the statement that changes a task
+// Each operation is atomic (a transaction of its own, or a savepoint of the
+// committer's batch), and the statement that changes a task
 // carries the operation's guard in its WHERE clause: a worker's decision
 // (Extend, Ack, Fail, Retry) names the task ID, the claim token and the
 // Running state; a broker's decision (Requeue, Finalize) names the version of
