@@ -1,7 +1,5 @@
 package model
 
-import "hash/fnv"
-
 // tree is a persistent (immutable) ordered map from string keys to values: a
 // treap with path copying. Every update returns a new tree that shares all
 // untouched nodes with the old one, so a Queue can be copied for the price of a
@@ -21,10 +19,21 @@ type node[V any] struct {
 	left, right *node[V]
 }
 
+// keyPriority hashes a key to its node priority: FNV-1a, then the murmur3
+// finalizer. FNV-1a alone keeps too much of the order of sequential keys
+// ("t1", "t2", ...), which left the treaps hundreds of levels deep.
 func keyPriority(key string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(key))
-	return h.Sum64()
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(key); i++ {
+		h ^= uint64(key[i])
+		h *= 1099511628211
+	}
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return h
 }
 
 // Len returns the number of keys.
