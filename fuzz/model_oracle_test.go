@@ -21,7 +21,7 @@ import (
 // when the op must succeed), and for an ErrInvalidTransition the state of the
 // task it must name. Guard order: argument validation, existence, token or
 // version, source state.
-func expectedErr(q model.Queue, in model.Input) (error, model.State) {
+func expectedErr(q model.Queue, in model.Input) (model.State, error) {
 	badID := func(id string) bool { return id == "" || len(id) > model.MaxIDLength }
 	badLimit := in.Limit < 0
 	task, err := q.Get(in.ID)
@@ -32,84 +32,84 @@ func expectedErr(q model.Queue, in model.Input) (error, model.State) {
 		_, err := q.Get(a.ID)
 		switch {
 		case badID(a.ID) || a.Priority < model.MinPriority || a.Priority > model.MaxPriority || a.MaxAttempts < 1:
-			return model.ErrInvalidArgument, 0
+			return 0, model.ErrInvalidArgument
 		case err == nil:
-			return model.ErrConflict, 0
+			return 0, model.ErrConflict
 		case q.Capacity() > 0 && q.Counts().Pending() >= q.Capacity():
-			return model.ErrQueueFull, 0
+			return 0, model.ErrQueueFull
 		}
 	case model.OpPromote, model.OpPrune:
 		if badLimit {
-			return model.ErrInvalidArgument, 0
+			return 0, model.ErrInvalidArgument
 		}
 		if in.Op == model.OpPrune {
 			if len(in.States) == 0 {
-				return model.ErrInvalidArgument, 0
+				return 0, model.ErrInvalidArgument
 			}
 			for _, s := range in.States {
 				if !s.Terminal() {
-					return model.ErrInvalidArgument, 0
+					return 0, model.ErrInvalidArgument
 				}
 			}
 		}
 	case model.OpPop:
 		if in.Lease <= 0 || in.Limit < 1 || in.Limit > model.MaxBatch {
-			return model.ErrInvalidArgument, 0
+			return 0, model.ErrInvalidArgument
 		}
 	case model.OpClaimExpired:
 		if in.Lease <= 0 || badLimit {
-			return model.ErrInvalidArgument, 0
+			return 0, model.ErrInvalidArgument
 		}
 	case model.OpRecoverExpired:
 		if in.Lease < 0 || badLimit {
-			return model.ErrInvalidArgument, 0
+			return 0, model.ErrInvalidArgument
 		}
 	case model.OpExtend, model.OpAck, model.OpFail, model.OpRetry:
 		c := in.Claim
 		task, err := q.Get(c.TaskID)
 		switch {
 		case (in.Op == model.OpExtend && in.Lease <= 0) || badID(c.TaskID) || c.Token == 0:
-			return model.ErrInvalidArgument, 0
+			return 0, model.ErrInvalidArgument
 		case err != nil || task.ClaimToken != c.Token:
-			return model.ErrStaleClaim, 0
+			return 0, model.ErrStaleClaim
 		case task.State != model.Running:
-			return model.ErrInvalidTransition, task.State
+			return task.State, model.ErrInvalidTransition
 		}
 	case model.OpRequeue, model.OpFinalize:
 		rc := in.ReapClaim
 		task, err := q.Get(rc.TaskID)
 		switch {
 		case badID(rc.TaskID) || rc.Version == 0:
-			return model.ErrInvalidArgument, 0
+			return 0, model.ErrInvalidArgument
 		case err != nil || task.Version != rc.Version:
-			return model.ErrStaleClaim, 0
+			return 0, model.ErrStaleClaim
 		case task.State != model.Running:
-			return model.ErrInvalidTransition, task.State
+			return task.State, model.ErrInvalidTransition
 		}
 	case model.OpInspectRequeue, model.OpRemove:
 		switch {
 		case badID(in.ID):
-			return model.ErrInvalidArgument, 0
+			return 0, model.ErrInvalidArgument
 		case !exists:
-			return model.ErrNotFound, 0
+			return 0, model.ErrNotFound
 		case in.Expect != 0 && in.Expect != task.Version:
-			return model.ErrConflict, 0
+			return 0, model.ErrConflict
 		case in.Op == model.OpInspectRequeue && task.State == model.Ready:
-			return model.ErrInvalidTransition, task.State
+			return task.State, model.ErrInvalidTransition
 		}
 	case model.OpGet:
 		switch {
 		case badID(in.ID):
-			return model.ErrInvalidArgument, 0
+			return 0, model.ErrInvalidArgument
 		case !exists:
-			return model.ErrNotFound, 0
+			return 0, model.ErrNotFound
 		}
 	case model.OpList:
 		if !in.State.Valid() || in.Limit < 1 || in.Limit > model.MaxBatch {
-			return model.ErrInvalidArgument, 0
+			return 0, model.ErrInvalidArgument
 		}
 	}
-	return nil, 0
+	return 0, nil
 }
 
 // selected returns the IDs a bulk op must pick from q, in the order the op
@@ -185,7 +185,7 @@ func outputIDs(in model.Input, out model.Output) []string {
 // checkOutcome checks one step against the oracle.
 func checkOutcome(t *rapid.T, prev, next model.Queue, in model.Input, out model.Output) {
 	t.Helper()
-	wantErr, wantState := expectedErr(prev, in)
+	wantState, wantErr := expectedErr(prev, in)
 	if got := model.Kind(out.Err); got != wantErr {
 		t.Fatalf("%v: error %v, want kind %v", step(in), out.Err, wantErr)
 	}

@@ -130,19 +130,13 @@ func prune(states []model.State, ids ...string) Step {
 	return Step{Op: model.OpPrune, States: states, Got: ids}
 }
 func get(id, label string) Step { return Step{Op: model.OpGet, ID: id, Label: label} }
-func wait(d time.Duration) Step { return Step{Advance: d} }
 
-func (s Step) after(d time.Duration) Step  { s.Advance = d; return s }
-func (s Step) fails(err error) Step        { s.Want = err; return s }
-func (s Step) then(facts ...string) Step   { s.Then = append(s.Then, facts...); return s }
-func (s Step) delay(d time.Duration) Step  { s.Delay = d; return s }
-func (s Step) priority(p int) Step         { s.Priority = p; return s }
-func (s Step) attempts(n int) Step         { s.MaxAttempts = n; return s }
-func (s Step) lease(d time.Duration) Step  { s.Lease = d; return s }
-func (s Step) limit(n int) Step            { s.N = n; return s }
-func (s Step) expecting(label string) Step { s.Expect = label; return s }
-func (s Step) text(t string) Step          { s.Text = t; return s }
-func (s Step) in(queue string) Step        { s.Queue = queue; return s }
+func (s Step) after(d time.Duration) Step { s.Advance = d; return s }
+func (s Step) fails(err error) Step       { s.Want = err; return s }
+func (s Step) then(facts ...string) Step  { s.Then = append(s.Then, facts...); return s }
+func (s Step) delay(d time.Duration) Step { s.Delay = d; return s }
+func (s Step) attempts(n int) Step        { s.MaxAttempts = n; return s }
+func (s Step) text(t string) Step         { s.Text = t; return s }
 func invalidTransition(op model.Op, from model.State) error {
 	return &model.TransitionError{Op: op, State: from}
 }

@@ -365,9 +365,9 @@ func TestIDsAndMessagesKeepEveryByte(t *testing.T) {
 			res, err = s.Fail(ctx, core.FailParams{Claim: task.Claim(), Message: m})
 		} else {
 			clock.Advance(2 * time.Second)
-			rc, err := s.ClaimExpired(ctx, core.ClaimExpiredParams{Queue: "q", ClaimTTL: time.Second})
-			if err != nil || len(rc.Claims) != 1 {
-				t.Fatal(rc, err)
+			rc, cerr := s.ClaimExpired(ctx, core.ClaimExpiredParams{Queue: "q", ClaimTTL: time.Second})
+			if cerr != nil || len(rc.Claims) != 1 {
+				t.Fatal(rc, cerr)
 			}
 			res, err = s.Requeue(ctx, core.RequeueParams{ReapClaim: rc.Claims[0], Message: m})
 		}
