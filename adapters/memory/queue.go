@@ -132,7 +132,8 @@ func (q *queue) count(s model.State) *int {
 	}
 }
 
-// orderIndex returns the order index of state s and t's item in it.
+// orderIndex returns the order index of t's state (any but Ready) and t's
+// item in it.
 func (q *queue) orderIndex(t *model.Task) (*btree[timeItem], timeItem) {
 	switch t.State {
 	case model.Scheduled:
