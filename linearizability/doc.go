@@ -60,9 +60,10 @@
 // model (porcupine's power-set construction of a nondeterministic model)
 // carries the state where it never happened and one state for each clock
 // reading recorded after its call, until later answers rule them out. With
-// PlanOptions.Faults, the runner loses about one request or reply in sixty
-// (one in two hundred fifty in RealTime, where there are many more distinct
-// readings) to exercise this on every adapter.
+// PlanOptions.Faults, the runner loses about one request or reply in sixty,
+// at most two in a history (in RealTime, where every op gives a distinct
+// reading, one in a hundred twenty and at most one), to exercise this on
+// every adapter.
 //
 // # Making races happen
 //

@@ -209,7 +209,8 @@ type ClientPlan struct {
 	Role   Role     `json:"role"`
 	Rounds [][]Step `json:"rounds"`
 	// TwinOf, when not 0, is the index of the client whose steps this one
-	// repeats (its Rounds are the same); a twin holds its own claims.
+	// repeats (its Rounds are the same, without faults); a twin holds its
+	// own claims.
 	TwinOf int `json:"twinOf,omitempty"`
 }
 
@@ -388,10 +389,12 @@ type PlanOptions struct {
 	MinRounds int
 	// MaxSteps bounds a client's steps in one round (default 4).
 	MaxSteps int
-	// Faults injects transport faults into about one step in 60, making
-	// those ops indeterminate (in RealTime into one in 250: each
-	// indeterminate op there multiplies the states the checker carries by
-	// the number of clock readings that follow it).
+	// Faults injects transport faults into about one step in 60, at most
+	// two in a plan, making those ops indeterminate (in RealTime one step in
+	// 120 and at most one fault: each indeterminate op there multiplies the
+	// states the checker carries by the number of clock readings after it,
+	// one per op, where FakeTime has a handful of distinct readings). A twin
+	// repeats its original's steps without their faults.
 	Faults bool
 }
 
@@ -442,11 +445,11 @@ func Plans(o PlanOptions) *rapid.Generator[*Plan] {
 			p.StallEvery = rapid.IntRange(2, 5).Draw(t, "stall every")
 			p.StallFrom = rapid.IntRange(0, 7).Draw(t, "stall from")
 		}
-		g := stepGen{p: p, faultOdds: 0}
+		g := stepGen{p: p, faults: new(int)}
 		if o.Faults {
-			g.faultOdds = 64
+			g.faultOdds, g.maxFaults = 64, 2
 			if p.Mode == RealTime {
-				g.faultOdds = 256
+				g.faultOdds, g.maxFaults = 128, 1
 			}
 		}
 		clients := rapid.IntRange(o.MinClients, o.MaxClients).Draw(t, "clients")
@@ -464,7 +467,7 @@ func Plans(o PlanOptions) *rapid.Generator[*Plan] {
 				// one task, two pops of one task).
 				if rapid.IntRange(0, 3).Draw(t, "twin") == 3 {
 					of := rapid.IntRange(1, i-1).Draw(t, "twin of")
-					p.Clients = append(p.Clients, ClientPlan{Role: p.Clients[of].Role, Rounds: p.Clients[of].Rounds, TwinOf: of})
+					p.Clients = append(p.Clients, ClientPlan{Role: p.Clients[of].Role, Rounds: withoutFaults(p.Clients[of].Rounds), TwinOf: of})
 					continue
 				}
 				role = []Role{Worker, Broker, Recoverer, Inspector, Producer, Worker}[rapid.IntRange(0, 5).Draw(t, "role")]
@@ -480,11 +483,26 @@ func Plans(o PlanOptions) *rapid.Generator[*Plan] {
 	})
 }
 
+// withoutFaults returns a copy of rounds with no fault injected.
+func withoutFaults(rounds [][]Step) [][]Step {
+	out := make([][]Step, len(rounds))
+	for r, steps := range rounds {
+		out[r] = make([]Step, len(steps))
+		for i, s := range steps {
+			s.Fault = NoFault
+			out[r][i] = s
+		}
+	}
+	return out
+}
+
 func msDur(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
 type stepGen struct {
 	p         *Plan
-	faultOdds int // one step in faultOdds gets a fault; 0: never
+	faultOdds int  // one step in faultOdds gets a fault; 0: never
+	maxFaults int  // the most faults in a plan
+	faults    *int // faults drawn so far
 }
 
 // oneOf draws one of the kinds. rapid favours the ends of a range, the
@@ -586,13 +604,16 @@ func (g stepGen) draw(t *rapid.T, role Role) Step {
 	case Pause:
 		s.Delay = msDur(rapid.IntRange(1, 3).Draw(t, "pause"))
 	}
-	if g.faultOdds > 0 && s.Kind != Pause {
+	if g.faultOdds > 0 && s.Kind != Pause && *g.faults < g.maxFaults {
 		// rapid favours the ends of a range: pick two values from the middle.
 		switch rapid.IntRange(0, g.faultOdds-1).Draw(t, "fault") {
 		case g.faultOdds / 2:
 			s.Fault = LoseRequest
 		case g.faultOdds/2 + 1:
 			s.Fault = LoseReply
+		}
+		if s.Fault != NoFault {
+			*g.faults++
 		}
 	}
 	return s

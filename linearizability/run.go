@@ -81,6 +81,7 @@ type Report struct {
 	RunTime       time.Duration // running plans against the store
 	CheckTime     time.Duration // checking histories
 	MaxCheck      time.Duration // the slowest check of one history
+	MaxRun        time.Duration // the slowest run of one plan
 	// Outcomes counts the operations by op and outcome ("Ack ok", "Ack
 	// stale_claim", "Pop empty", "Requeue ?" for an indeterminate one): what
 	// the histories exercised.
@@ -204,6 +205,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	exampleScore := -1
 	for r := range results {
 		rep.RunTime += r.runTime
+		rep.MaxRun = max(rep.MaxRun, r.runTime)
 		if r.err != nil {
 			if firstErr == nil && ctx.Err() == nil {
 				firstErr = fmt.Errorf("history %d (seed %d): %w", r.i, r.seed, r.err)

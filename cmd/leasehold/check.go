@@ -181,10 +181,11 @@ func check(args []string, stdout, stderr io.Writer) int {
 func summary(w io.Writer, reports []linearizability.Report, f *checkFlags) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "adapter\thistories\toperations\tindeterminate\tviolations\tchecking\tslowest check\twall time\t")
+	fmt.Fprintln(tw, "adapter\thistories\toperations\tindeterminate\tviolations\tchecking\tslowest check\tslowest run\twall time\t")
 	for _, r := range reports {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%v\t%v\t%v\t\n", r.Adapter, r.Histories, r.Operations, r.Indeterminate,
-			r.Violations, r.CheckTime.Round(time.Millisecond), r.MaxCheck.Round(100*time.Microsecond), r.Elapsed.Round(100*time.Millisecond))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%v\t%v\t%v\t%v\t\n", r.Adapter, r.Histories, r.Operations, r.Indeterminate,
+			r.Violations, r.CheckTime.Round(time.Millisecond), r.MaxCheck.Round(100*time.Microsecond),
+			r.MaxRun.Round(100*time.Microsecond), r.Elapsed.Round(100*time.Millisecond))
 	}
 	tw.Flush()
 	for _, r := range reports {

@@ -21,6 +21,7 @@ type progress struct {
 	bar       *progressbar.ProgressBar
 	lines     bool
 	last      time.Time
+	printed   string // the last line printed
 	p         linearizability.Progress
 }
 
@@ -75,7 +76,8 @@ func (p *progress) update(s linearizability.Progress) {
 		}
 	case p.lines && time.Since(p.last) >= lineEvery:
 		p.last = time.Now()
-		fmt.Fprintln(p.w, p.describe())
+		p.printed = p.describe()
+		fmt.Fprintln(p.w, p.printed)
 	}
 }
 
@@ -93,7 +95,7 @@ func (p *progress) done() {
 		_ = p.bar.Finish()
 		return
 	}
-	if p.lines {
-		fmt.Fprintln(p.w, p.describe())
+	if line := p.describe(); p.lines && line != p.printed {
+		fmt.Fprintln(p.w, line)
 	}
 }
