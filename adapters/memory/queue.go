@@ -149,6 +149,19 @@ func (q *queue) orderIndex(t *model.Task) (*btree[timeItem], timeItem) {
 func (q *queue) index(t *model.Task) {
 	q.byState[t.State].Insert(idItem{t.ID, t})
 	*q.count(t.State)++
+	q.order(t)
+}
+
+// unindex takes t out of the indexes of its state.
+func (q *queue) unindex(t *model.Task) {
+	q.byState[t.State].Delete(idItem{t.ID, t})
+	*q.count(t.State)--
+	q.unorder(t)
+}
+
+// order adds t to the order index of its state only: with unorder, for an
+// operation that changes a key (a deadline) but not the state.
+func (q *queue) order(t *model.Task) {
 	if t.State == model.Ready {
 		q.ready.Insert(readyItem{t.Priority, t.Version, t})
 		return
@@ -157,10 +170,8 @@ func (q *queue) index(t *model.Task) {
 	idx.Insert(item)
 }
 
-// unindex takes t out of the indexes of its state.
-func (q *queue) unindex(t *model.Task) {
-	q.byState[t.State].Delete(idItem{t.ID, t})
-	*q.count(t.State)--
+// unorder takes t out of the order index of its state only.
+func (q *queue) unorder(t *model.Task) {
 	if t.State == model.Ready {
 		q.ready.Delete(readyItem{t.Priority, t.Version, t})
 		return
@@ -270,10 +281,10 @@ func (q *queue) extend(now time.Time, c model.Claim, lease time.Duration) (model
 	if err != nil {
 		return model.Task{}, err
 	}
-	q.unindex(t)
+	q.unorder(t) // still Running: only the deadline's index changes
 	t.Version = q.stamp()
 	t.Deadline = instant(now.Add(lease))
-	q.index(t)
+	q.order(t)
 	return snapshot(t), nil
 }
 
@@ -336,10 +347,10 @@ func (q *queue) claimExpired(now time.Time, claimTTL time.Duration, limit int) (
 	deadline := instant(now.Add(claimTTL))
 	out := make([]model.ReapClaim, 0, len(due))
 	for _, t := range due {
-		q.unindex(t)
+		q.unorder(t) // still Running: only the deadline's index changes
 		t.Version = q.stamp()
 		t.Deadline = deadline
-		q.index(t)
+		q.order(t)
 		out = append(out, model.ReapClaim{Queue: t.Queue, TaskID: t.ID, Version: t.Version, Deadline: t.Deadline, Task: snapshot(t)})
 	}
 	return out, nil
