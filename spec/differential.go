@@ -168,7 +168,10 @@ func (d *diffRun) step(i int) {
 	// pass it tends to pass enough for leases and delays to lapse.
 	adv := pick(d, "advance", 0, 0, 0, ms, 2*ms, 5*ms, 10*ms, 20*ms, 50*ms)
 	if op.timed {
-		adv = pick(d, "advance", 0, 10*ms, 30*ms, 50*ms, 100*ms)
+		adv = pick(d, "advance", 0, 10*ms, 30*ms, 50*ms, 100*ms, -1)
+		if adv < 0 { // exactly to the next deadline handed out: expiry is "deadline <= now"
+			adv = d.toNextDeadline()
+		}
 	}
 	d.clock.Advance(adv)
 	d.followUp, d.fresh, d.freshReaps = nil, nil, nil
@@ -181,6 +184,30 @@ func (d *diffRun) step(i int) {
 	}
 	d.history = append(d.history, fmt.Sprintf("%2d. %s → %s", i+1, desc, describeError(err)))
 	d.check(i, desc)
+}
+
+// toNextDeadline returns how far the clock must move to reach, exactly, the
+// earliest deadline of a claim or broker claim handed out that is still
+// ahead (0 if none is), so the boundary of "Deadline <= now" is exercised
+// often rather than by chance.
+func (d *diffRun) toNextDeadline() time.Duration {
+	now := d.clock.Now()
+	var next time.Time
+	consider := func(t time.Time) {
+		if t.After(now) && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	for _, c := range d.claims {
+		consider(c.Deadline)
+	}
+	for _, r := range d.reaps {
+		consider(r.Deadline)
+	}
+	if next.IsZero() {
+		return 0
+	}
+	return next.Sub(now)
 }
 
 // check fails the sequence if the twin saw a difference.
