@@ -217,34 +217,28 @@ func (s *Store) Extend(ctx context.Context, p core.ExtendParams) (core.TaskResul
 
 // Ack implements core.Store.
 func (s *Store) Ack(ctx context.Context, p core.AckParams) (core.TaskResult, error) {
-	if err := s.begin(ctx, p.Claim.Queue); err != nil {
-		return core.TaskResult{}, err
-	}
-	if err := validClaim(p.Claim); err != nil {
-		return core.TaskResult{}, err
-	}
-	now, _, err := s.now()
-	if err != nil {
-		return core.TaskResult{}, err
-	}
-	return s.taskOp(ctx, ackScript, p.Claim.Queue, p.Claim.TaskID,
-		now, p.Claim.TaskID, u64(p.Claim.Token), p.Result)
+	return s.decide(ctx, ackScript, p.Claim, p.Result)
 }
 
 // Fail implements core.Store.
 func (s *Store) Fail(ctx context.Context, p core.FailParams) (core.TaskResult, error) {
-	if err := s.begin(ctx, p.Claim.Queue); err != nil {
+	return s.decide(ctx, failScript, p.Claim, p.Message)
+}
+
+// decide runs a worker's final decision on its claim (Ack, Fail): the
+// script's ARGV are now, the task ID, the token and arg.
+func (s *Store) decide(ctx context.Context, sc *script, c core.Claim, arg any) (core.TaskResult, error) {
+	if err := s.begin(ctx, c.Queue); err != nil {
 		return core.TaskResult{}, err
 	}
-	if err := validClaim(p.Claim); err != nil {
+	if err := validClaim(c); err != nil {
 		return core.TaskResult{}, err
 	}
 	now, _, err := s.now()
 	if err != nil {
 		return core.TaskResult{}, err
 	}
-	return s.taskOp(ctx, failScript, p.Claim.Queue, p.Claim.TaskID,
-		now, p.Claim.TaskID, u64(p.Claim.Token), p.Message)
+	return s.taskOp(ctx, sc, c.Queue, c.TaskID, now, c.TaskID, u64(c.Token), arg)
 }
 
 // Retry implements core.Store.
