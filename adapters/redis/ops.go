@@ -425,21 +425,17 @@ func (s *Store) Counts(ctx context.Context, p core.CountsParams) (core.Counts, e
 
 // InspectRequeue implements core.Store.
 func (s *Store) InspectRequeue(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
-	if err := s.begin(ctx, p.Queue); err != nil {
-		return core.TaskResult{}, err
-	}
-	if err := validID(p.ID); err != nil {
-		return core.TaskResult{}, err
-	}
-	now, _, err := s.now()
-	if err != nil {
-		return core.TaskResult{}, err
-	}
-	return s.taskOp(ctx, inspectRequeueScript, p.Queue, p.ID, now, p.ID, u64(p.Expect))
+	return s.inspect(ctx, inspectRequeueScript, p)
 }
 
 // Remove implements core.Store.
 func (s *Store) Remove(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
+	return s.inspect(ctx, removeScript, p)
+}
+
+// inspect runs an operator's action on one task (InspectRequeue, Remove):
+// the script's ARGV are now, the task ID and the expected version.
+func (s *Store) inspect(ctx context.Context, sc *script, p core.InspectParams) (core.TaskResult, error) {
 	if err := s.begin(ctx, p.Queue); err != nil {
 		return core.TaskResult{}, err
 	}
@@ -450,7 +446,7 @@ func (s *Store) Remove(ctx context.Context, p core.InspectParams) (core.TaskResu
 	if err != nil {
 		return core.TaskResult{}, err
 	}
-	return s.taskOp(ctx, removeScript, p.Queue, p.ID, now, p.ID, u64(p.Expect))
+	return s.taskOp(ctx, sc, p.Queue, p.ID, now, p.ID, u64(p.Expect))
 }
 
 // Prune implements core.Store.
