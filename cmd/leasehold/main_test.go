@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -169,7 +170,9 @@ func TestBadUsageExitsWithTwo(t *testing.T) {
 
 func TestInspectShowsARedisQueue(t *testing.T) {
 	url := redistest.URL(t)
-	prefix := "inspect-test:"
+	// A prefix of its own, so a rerun (-count) on the shared server starts
+	// from an empty queue.
+	prefix := fmt.Sprintf("inspect-test-%d:", time.Now().UnixNano())
 	s, err := redis.Open(url, redis.WithPrefix(prefix))
 	if err != nil {
 		t.Fatal(err)
