@@ -86,6 +86,57 @@ type Store interface {
 	Close() error
 }
 
+// BatchStore is a Store that also adds and decides many tasks of one queue
+// in one atomic step (one script, one transaction): EnqueueBatch and AckBatch
+// are the model's Queue.EnqueueBatch and Queue.AckBatch. Each item is applied
+// in order, guarded by its own checks and answered on its own: an item that
+// is refused changes nothing and does not stop the others. The batch as a
+// whole fails (and changes nothing) only for ErrInvalidArgument of the batch
+// itself (no items, more than MaxBatch, an item of another queue), ErrClosed
+// or a transport error. Every adapter of this module implements it.
+type BatchStore interface {
+	Store
+	// EnqueueBatch adds up to MaxBatch tasks to one queue.
+	// Item errors: ErrInvalidArgument, ErrConflict, ErrQueueFull.
+	EnqueueBatch(ctx context.Context, p EnqueueBatchParams) (BatchResult, error)
+	// AckBatch records the success of up to MaxBatch claims of one queue.
+	// Item errors: ErrInvalidArgument, ErrStaleClaim, ErrInvalidTransition.
+	AckBatch(ctx context.Context, p AckBatchParams) (BatchResult, error)
+}
+
+// EnqueueBatchParams are the arguments of BatchStore.EnqueueBatch.
+type EnqueueBatchParams struct {
+	Queue string
+	Tasks []model.EnqueueArgs
+}
+
+// AckBatchParams are the arguments of BatchStore.AckBatch: every claim must
+// be of Queue.
+type AckBatchParams struct {
+	Queue string
+	Acks  []AckItem
+}
+
+// AckItem is one claim of an AckBatch and the result it records.
+type AckItem struct {
+	Claim  Claim
+	Result []byte
+}
+
+// BatchResult is the answer of a batch operation: one ItemResult per item, in
+// the order given, and the store's clock when the batch took effect.
+type BatchResult struct {
+	Now   time.Time
+	Items []ItemResult
+}
+
+// ItemResult is the answer to one item of a batch: the task as the item left
+// it, or the typed error that refused the item (which then changed nothing).
+type ItemResult struct {
+	Task Task
+	Err  error
+}
+
 // EnqueueParams are the arguments of Store.Enqueue.
 type EnqueueParams struct {
 	Queue string
