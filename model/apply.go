@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -13,6 +14,8 @@ type Input struct {
 	Now time.Time
 
 	Enqueue   EnqueueArgs   // Enqueue
+	Batch     []EnqueueArgs // EnqueueBatch
+	Acks      []AckItem     // AckBatch
 	Claim     Claim         // Extend, Ack, Fail, Retry
 	ReapClaim ReapClaim     // Requeue, Finalize
 	ID        string        // InspectRequeue, Remove, Get
@@ -30,12 +33,13 @@ type Input struct {
 
 // Output is the result of Apply. Only the fields the op returns are set.
 type Output struct {
-	Task       Task        // Enqueue, Extend, Ack, Fail, Retry, Requeue, Finalize, InspectRequeue, Remove, Get
-	Tasks      []Task      // Pop, RecoverExpired, List
-	IDs        []string    // Promote, Prune
-	ReapClaims []ReapClaim // ClaimExpired
-	Counts     Counts      // Counts
-	Next       string      // List
+	Task       Task         // Enqueue, Extend, Ack, Fail, Retry, Requeue, Finalize, InspectRequeue, Remove, Get
+	Tasks      []Task       // Pop, RecoverExpired, List
+	IDs        []string     // Promote, Prune
+	ReapClaims []ReapClaim  // ClaimExpired
+	Counts     Counts       // Counts
+	Items      []ItemResult // EnqueueBatch, AckBatch: one answer per item
+	Next       string       // List
 	Err        error
 }
 
@@ -73,6 +77,10 @@ func Apply(q Queue, in Input) (Queue, Output) {
 		next, out.Task, out.Err = q.Remove(in.ID, in.Expect)
 	case OpPrune:
 		next, out.IDs, out.Err = q.Prune(in.States, in.Before, in.Limit)
+	case OpEnqueueBatch:
+		next, out.Items, out.Err = q.EnqueueBatch(in.Now, in.Batch)
+	case OpAckBatch:
+		next, out.Items, out.Err = q.AckBatch(in.Now, in.Acks)
 	case OpGet:
 		out.Task, out.Err = q.Get(in.ID)
 	case OpList:
@@ -103,6 +111,18 @@ func (in Input) String() string {
 		return fmt.Sprintf("Get(%s)", in.ID)
 	case OpPop:
 		return fmt.Sprintf("Pop(n=%d)", in.Limit)
+	case OpEnqueueBatch:
+		ids := make([]string, len(in.Batch))
+		for i, a := range in.Batch {
+			ids[i] = a.ID
+		}
+		return fmt.Sprintf("EnqueueBatch(%s)", strings.Join(ids, " "))
+	case OpAckBatch:
+		items := make([]string, len(in.Acks))
+		for i, a := range in.Acks {
+			items[i] = fmt.Sprintf("%s token=%d", a.Claim.TaskID, a.Claim.Token)
+		}
+		return fmt.Sprintf("AckBatch(%s)", strings.Join(items, ", "))
 	}
 	return in.Op.String()
 }

@@ -47,6 +47,15 @@
 // Deadline and FinishedAt, so a claim from before can never decide the task
 // again.
 //
+// # Batches
+//
+// [Queue.EnqueueBatch] and [Queue.AckBatch] apply up to MaxBatch Enqueues or
+// Acks of one queue in one atomic step. Each item follows the single
+// operation's rules (its own guards, in order, against the queue the items
+// before it left) and is answered on its own; a refused item changes nothing
+// and does not stop the others. Only an empty or oversized batch, or an
+// AckBatch naming a claim of another queue, is refused as a whole.
+//
 // The whole table of transitions is data: see [Transitions]. The operations
 // consult it for every source-state check, and the tests check the two
 // against each other.

@@ -73,7 +73,8 @@ func (s *State) UnmarshalText(b []byte) error {
 // Op names an operation of the model.
 type Op uint8
 
-// The operations. The first group changes tasks; the last three only read.
+// The operations. The first group changes tasks (EnqueueBatch and AckBatch
+// apply many Enqueues or Acks in one atomic step); the last three only read.
 const (
 	OpEnqueue Op = iota + 1
 	OpPromote
@@ -89,6 +90,8 @@ const (
 	OpInspectRequeue
 	OpRemove
 	OpPrune
+	OpEnqueueBatch
+	OpAckBatch
 	OpGet
 	OpList
 	OpCounts
@@ -98,12 +101,13 @@ const (
 var Ops = []Op{
 	OpEnqueue, OpPromote, OpPop, OpExtend, OpAck, OpFail, OpRetry,
 	OpClaimExpired, OpRequeue, OpFinalize, OpRecoverExpired,
-	OpInspectRequeue, OpRemove, OpPrune, OpGet, OpList, OpCounts,
+	OpInspectRequeue, OpRemove, OpPrune, OpEnqueueBatch, OpAckBatch,
+	OpGet, OpList, OpCounts,
 }
 
 var opNames = [...]string{"", "Enqueue", "Promote", "Pop", "Extend", "Ack", "Fail", "Retry",
 	"ClaimExpired", "Requeue", "Finalize", "RecoverExpired",
-	"InspectRequeue", "Remove", "Prune", "Get", "List", "Counts"}
+	"InspectRequeue", "Remove", "Prune", "EnqueueBatch", "AckBatch", "Get", "List", "Counts"}
 
 // String returns the op's name.
 func (o Op) String() string {

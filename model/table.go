@@ -133,7 +133,8 @@ const (
 
 // Transitions returns a copy of the transition table: one row for each op and
 // each state it is legal from. An op applied to a task in a state with no row
-// is an ErrInvalidTransition.
+// is an ErrInvalidTransition. The batch operations (EnqueueBatch, AckBatch)
+// have no rows of their own: each item follows the rows of Enqueue or Ack.
 func Transitions() []Transition {
 	out := make([]Transition, len(transitions))
 	for i, t := range transitions {

@@ -13,7 +13,8 @@ const (
 	// MinPriority and MaxPriority bound Task.Priority. Higher runs first.
 	MinPriority = -1 << 15
 	MaxPriority = 1<<15 - 1
-	// MaxBatch bounds a Pop batch and a List page.
+	// MaxBatch bounds a Pop batch, a List page and the items of an
+	// EnqueueBatch or AckBatch.
 	MaxBatch = 1000
 )
 

@@ -100,7 +100,7 @@ func Document() []byte {
 		}
 		p("\n")
 	}
-	p("\nGet, List and Counts only read, from any state.\n\n")
+	p("\nGet, List and Counts only read, from any state. EnqueueBatch and AckBatch follow the rows of Enqueue and Ack, item by item (see Batches).\n\n")
 	p("A worker operation (Extend, Ack, Fail, Retry) on a scheduled or ready task is refused as a **stale claim**, not an invalid transition: a task in those states holds no claim token, so no claim passes the token check, which comes first (see the guard order). On a succeeded or failed task the claim that decided it still matches the token, and the refusal is the invalid transition.\n\n")
 
 	// --- transitions ---
@@ -128,6 +128,11 @@ func Document() []byte {
 	p("3. the identity: the worker's token against the task's claim token, the broker's version against the task's version (**stale claim**), the operator's expected version if one is given (**conflict**);\n")
 	p("4. the source state, against the transition table: **invalid transition**, naming the operation and the state.\n\n")
 	p("A refused operation changes nothing, not even a timestamp. Lease expiry alone does not refuse a worker: a late decision wins if nobody acted first.\n\n")
+
+	// --- batches ---
+	p("## Batches\n\n")
+	p("EnqueueBatch and AckBatch apply 1–%d Enqueues or Acks of one queue in one atomic step, with one reading of the clock. The items are applied in order, each by the rules of the single operation (its guards, in the guard order, against the queue the items before it left), and each is answered on its own: the task as the item left it, or the refusal, and a refused item changes nothing and does not stop the others. So an ID given twice in an EnqueueBatch is added once and refused once as a conflict, and a claim given twice in an AckBatch is acknowledged once and refused once as an invalid transition from succeeded.\n\n", model.MaxBatch)
+	p("The batch as a whole is refused with **invalid argument**, and nothing is applied, when it has no items or more than %d, or when an AckBatch names a claim of another queue than its own.\n\n", model.MaxBatch)
 
 	// --- errors ---
 	p("## Errors\n\n")
@@ -189,6 +194,9 @@ func rowsOf(rows []model.Transition, op model.Op) []model.Transition {
 }
 
 func actorOf(rows []model.Transition, op model.Op) model.Actor {
+	if item, ok := model.BatchItemOp(op); ok {
+		op = item
+	}
 	if r := rowsOf(rows, op); len(r) > 0 {
 		return r[0].Actor
 	}
@@ -220,6 +228,8 @@ var opMeaning = map[model.Op]string{
 	model.OpInspectRequeue: "The operator returns a task to ready with a fresh set of attempts, optionally only if it is at the version the operator saw.",
 	model.OpRemove:         "The operator deletes a task, optionally only if it is at the version the operator saw. The ID may be used again; versions never are.",
 	model.OpPrune:          "The operator deletes terminal tasks that finished before a time (up to a limit).",
+	model.OpEnqueueBatch:   "Adds up to a batch of tasks in one atomic step, each item by the rules of Enqueue and answered on its own.",
+	model.OpAckBatch:       "Records the success of up to a batch of claims of one queue in one atomic step, each item by the rules of Ack and answered on its own.",
 	model.OpGet:            "Reads one task.",
 	model.OpList:           "Reads a page of the tasks in one state, in ID order, with a cursor for the next page.",
 	model.OpCounts:         "Reads the number of tasks in each state.",
@@ -246,8 +256,12 @@ var errorRows = []errorRow{
 func returnedBy(rows []model.Transition, e errorRow) []string {
 	var ops []model.Op
 	for _, op := range model.Ops {
-		opRows := rowsOf(rows, op)
-		yes := slices.Contains(e.ops, op)
+		item := op
+		if i, ok := model.BatchItemOp(op); ok {
+			item = i // a batch answers each item as the single op would
+		}
+		opRows := rowsOf(rows, item)
+		yes := slices.Contains(e.ops, item)
 		for _, r := range opRows {
 			if r.Refusal == e.err {
 				yes = true
