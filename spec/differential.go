@@ -48,7 +48,9 @@ func differential(r rapid.TB, t testing.TB, h Harness, observe func(desc string,
 		capacity := rapid.SampledFrom([]int{0, 3}).Draw(rt, "capacity")
 		clock := core.NewFakeClock(Epoch)
 		d := &diffRun{rt: rt, clock: clock, observe: observe}
-		d.s = newTwin(h.New(tb, clock, capacity), NewModelStore(clock, capacity), func(msg string) { d.mismatch = append(d.mismatch, msg) })
+		store := h.New(tb, clock, capacity)
+		_, d.batch = store.(core.BatchStore)
+		d.s = newTwin(store, NewModelStore(clock, capacity), func(msg string) { d.mismatch = append(d.mismatch, msg) })
 		for i := range DifferentialSteps {
 			d.step(i)
 		}
@@ -102,6 +104,10 @@ type diffRun struct {
 	freshReaps  []core.ReapClaim
 	followingUp bool
 	followOdds  int // in four
+	// batch is whether the store implements core.BatchStore; when it does
+	// not, a drawn batch op is performed as its single op (the conformance
+	// suite's batch subtests report the missing methods).
+	batch bool
 }
 
 type diffOp struct {
@@ -128,10 +134,12 @@ var diffOps = []diffOp{
 	{1, (*diffRun).get, false},
 	{1, (*diffRun).list, false},
 	{1, (*diffRun).counts, false},
+	{3, (*diffRun).enqueueBatch, false},
+	{4, (*diffRun).ackBatch, false},
 }
 
 var (
-	workerFollowUps = []diffOp{{run: (*diffRun).ack}, {run: (*diffRun).fail}, {run: (*diffRun).retry}, {run: (*diffRun).extend}}
+	workerFollowUps = []diffOp{{run: (*diffRun).ack}, {run: (*diffRun).fail}, {run: (*diffRun).retry}, {run: (*diffRun).extend}, {run: (*diffRun).ackBatch}}
 	brokerFollowUps = []diffOp{{run: (*diffRun).requeue}, {run: (*diffRun).finalize}}
 )
 
@@ -360,7 +368,14 @@ func (d *diffRun) version() uint64 {
 // --- operations ----------------------------------------------------------------
 
 func (d *diffRun) enqueue(ctx context.Context) (string, error) {
-	p := core.EnqueueParams{Queue: d.queue(), EnqueueArgs: model.EnqueueArgs{
+	p := d.enqueueParams(d.queue())
+	res, err := d.s.Enqueue(ctx, p)
+	d.seen(res.Task)
+	return describeEnqueue(p), err
+}
+
+func (d *diffRun) enqueueParams(queue string) core.EnqueueParams {
+	p := core.EnqueueParams{Queue: queue, EnqueueArgs: model.EnqueueArgs{
 		ID:          d.id(),
 		Payload:     pick(d, "payload", nil, []byte("x"), []byte{0, 0xff}),
 		Priority:    pick(d, "priority", 0, 0, 1, 2, -1),
@@ -377,9 +392,68 @@ func (d *diffRun) enqueue(ctx context.Context) (string, error) {
 			p.ID = strings.Repeat("x", model.MaxIDLength+1)
 		}
 	}
-	res, err := d.s.Enqueue(ctx, p)
-	d.seen(res.Task)
-	return describeEnqueue(p), err
+	return p
+}
+
+// enqueueBatch adds one to four tasks to one queue, often with an ID that
+// exists or that an earlier item names.
+func (d *diffRun) enqueueBatch(ctx context.Context) (string, error) {
+	if !d.batch {
+		return d.enqueue(ctx)
+	}
+	p := core.EnqueueBatchParams{Queue: d.queue()}
+	for range pick(d, "enqueue batch size", 1, 2, 3, 4) {
+		p.Tasks = append(p.Tasks, d.enqueueParams(p.Queue).EnqueueArgs)
+	}
+	if d.rare("empty enqueue batch?") {
+		p.Tasks = nil
+	}
+	res, err := d.s.EnqueueBatch(ctx, p)
+	for _, it := range res.Items {
+		d.seen(it.Task)
+	}
+	return fmt.Sprintf("%s = %s", describeEnqueueBatch(p), describeItems(res)), err
+}
+
+// ackBatch acknowledges one to four claims, fresh ones when following up a
+// Pop, otherwise mostly recent ones (so some are stale or repeated), now and
+// then one of another queue.
+func (d *diffRun) ackBatch(ctx context.Context) (string, error) {
+	if !d.batch {
+		return d.ack(ctx)
+	}
+	var p core.AckBatchParams
+	for i := range pick(d, "ack batch size", 1, 2, 3, 4) {
+		c := d.claim()
+		if i == 0 {
+			p.Queue = c.Queue
+		} else if c.Queue != p.Queue && !d.rare("other queue in ack batch?") {
+			c.Queue = p.Queue // a forged claim on the batch's queue
+		}
+		p.Acks = append(p.Acks, core.AckItem{Claim: c, Result: pick(d, "result", nil, []byte("ok"))})
+	}
+	if d.followingUp && len(d.fresh) > 1 && d.uniform(2, "ack every fresh claim?") == 0 {
+		p.Queue, p.Acks = d.fresh[0].Queue, nil
+		for _, c := range d.fresh {
+			p.Acks = append(p.Acks, core.AckItem{Claim: c, Result: []byte("all")})
+		}
+	}
+	if d.rare("empty ack batch?") {
+		p.Acks = nil
+	}
+	res, err := d.s.AckBatch(ctx, p)
+	for _, it := range res.Items {
+		d.seen(it.Task)
+	}
+	return fmt.Sprintf("%s = %s", describeAckBatch(p), describeItems(res)), err
+}
+
+func describeItems(res core.BatchResult) string {
+	out := make([]string, len(res.Items))
+	for i, it := range res.Items {
+		out[i] = describeError(it.Err)
+	}
+	return "[" + strings.Join(out, "|") + "]"
 }
 
 func (d *diffRun) promote(ctx context.Context) (string, error) {

@@ -7,7 +7,9 @@
 //   - Scenarios are the races of the seed reports, written once as data.
 //   - Run is the conformance suite every adapter's tests call with a
 //     Harness: the scenarios, one subtest per transition, guard, error kind
-//     and ordering rule, and a few concurrent checks of atomicity.
+//     and ordering rule, the batch operations (a store must implement
+//     core.BatchStore; the batch subtests fail with that message when it
+//     does not), and a few concurrent checks of atomicity.
 //   - Differential drives a store and the model side by side with random
 //     operations (rapid) and requires identical answers and states.
 //   - ModelStore is the model behind a mutex: the reference store the others

@@ -24,7 +24,7 @@ type ModelStore struct {
 	closed   bool
 }
 
-var _ core.Store = (*ModelStore)(nil)
+var _ core.BatchStore = (*ModelStore)(nil)
 
 // NewModelStore returns an empty ModelStore judging time by clock, whose
 // queues hold at most capacity pending tasks (0: unlimited).
@@ -69,6 +69,9 @@ func (s *ModelStore) apply(ctx context.Context, queue string, in model.Input) (t
 	out.Task = cloneTask(out.Task)
 	for i := range out.Tasks {
 		out.Tasks[i] = cloneTask(out.Tasks[i])
+	}
+	for i := range out.Items {
+		out.Items[i].Task = cloneTask(out.Items[i].Task)
 	}
 	for i := range out.ReapClaims {
 		out.ReapClaims[i].Task = cloneTask(out.ReapClaims[i].Task)
@@ -182,6 +185,31 @@ func (s *ModelStore) Remove(ctx context.Context, p core.InspectParams) (core.Tas
 func (s *ModelStore) Prune(ctx context.Context, p core.PruneParams) (core.IDsResult, error) {
 	now, out, err := s.apply(ctx, p.Queue, model.Input{Op: model.OpPrune, States: p.States, Before: p.Before, Limit: p.Limit})
 	return core.IDsResult{Now: now, IDs: out.IDs}, err
+}
+
+// EnqueueBatch implements core.BatchStore.
+func (s *ModelStore) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (core.BatchResult, error) {
+	return batchResult(s.apply(ctx, p.Queue, model.Input{Op: model.OpEnqueueBatch, Batch: p.Tasks}))
+}
+
+// AckBatch implements core.BatchStore.
+func (s *ModelStore) AckBatch(ctx context.Context, p core.AckBatchParams) (core.BatchResult, error) {
+	acks := make([]model.AckItem, len(p.Acks))
+	for i, a := range p.Acks {
+		acks[i] = model.AckItem{Claim: a.Claim, Result: a.Result}
+	}
+	return batchResult(s.apply(ctx, p.Queue, model.Input{Op: model.OpAckBatch, Acks: acks}))
+}
+
+func batchResult(now time.Time, out model.Output, err error) (core.BatchResult, error) {
+	if err != nil {
+		return core.BatchResult{}, err
+	}
+	items := make([]core.ItemResult, len(out.Items))
+	for i, it := range out.Items {
+		items[i] = core.ItemResult{Task: it.Task, Err: it.Err}
+	}
+	return core.BatchResult{Now: now, Items: items}, nil
 }
 
 // Close implements core.Store.

@@ -58,6 +58,29 @@ func (s unfencedBrokerStore) Finalize(ctx context.Context, p core.FinalizeParams
 	return s.ModelStore.Finalize(ctx, p)
 }
 
+// staleBatchAckStore lets a stale claim's item of an AckBatch decide a
+// running task, as an AckBatch that skipped the single Ack's token check
+// would.
+type staleBatchAckStore struct{ staleWorkerStore }
+
+func (s staleBatchAckStore) AckBatch(ctx context.Context, p core.AckBatchParams) (core.BatchResult, error) {
+	p.Acks = slices.Clone(p.Acks)
+	for i := range p.Acks {
+		p.Acks[i].Claim = s.current(p.Acks[i].Claim)
+	}
+	return s.ModelStore.AckBatch(ctx, p)
+}
+
+// Ack is the model's own: only the batch is broken.
+func (s staleBatchAckStore) Ack(ctx context.Context, p core.AckParams) (core.TaskResult, error) {
+	return s.ModelStore.Ack(ctx, p)
+}
+
+// Fail is the model's own: only the batch is broken.
+func (s staleBatchAckStore) Fail(ctx context.Context, p core.FailParams) (core.TaskResult, error) {
+	return s.ModelStore.Fail(ctx, p)
+}
+
 // staleLockTimeStore shows a task returned to the queue with its old lock
 // time, as seed 001's retry() left it.
 type staleLockTimeStore struct{ *ModelStore }
@@ -135,7 +158,10 @@ func TestDifferentialCatchesABuggyStore(t *testing.T) {
 		}
 		defer f.Value.Set(old)
 	}
-	for _, m := range mutants[:2] {
+	batchMutant := mutantCase{name: "a stale claim's batch ack decides", make: func(m *ModelStore) core.Store {
+		return staleBatchAckStore{staleWorkerStore{m}}
+	}}
+	for _, m := range append(mutants[:2:2], batchMutant) {
 		t.Run(m.name, func(t *testing.T) {
 			h := Harness{Name: m.name, New: func(tb testing.TB, clock core.Clock, capacity int) core.Store {
 				return m.make(NewModelStore(clock, capacity))

@@ -56,6 +56,15 @@ func TestDifferentialReachesEveryOutcome(t *testing.T) {
 			seen[op] = map[string]int{}
 		}
 		seen[op][outcome]++
+		// A batch's items are counted apart: "AckBatch item" and so on.
+		if _, items, ok := strings.Cut(desc, " = ["); ok && err == nil && strings.Contains(op, "Batch") {
+			if seen[op+" item"] == nil {
+				seen[op+" item"] = map[string]int{}
+			}
+			for _, it := range strings.Split(strings.TrimSuffix(items, "]"), "|") {
+				seen[op+" item"][it]++
+			}
+		}
 	})
 	checks, _ := strconv.Atoi(flag.Lookup("rapid.checks").Value.String())
 	if testing.Short() {
@@ -104,6 +113,16 @@ func TestDifferentialReachesEveryOutcome(t *testing.T) {
 	atLeast("Enqueue", "queue full", 5)
 	atLeast("Remove", "conflict", 3)
 	atLeast("Remove", "task not found", 3)
+	for _, op := range []string{"EnqueueBatch", "AckBatch"} {
+		atLeast(op, "ok", 10)
+		atLeast(op, "invalid argument", 3)
+		atLeast(op+" item", "ok", 10)
+		atLeast(op+" item", "invalid argument", 3)
+	}
+	atLeast("EnqueueBatch item", "conflict", 10)
+	atLeast("EnqueueBatch item", "queue full", 3)
+	atLeast("AckBatch item", "stale claim", 10)
+	atLeast("AckBatch item", "invalid transition (Ack from succeeded)", 3)
 }
 
 // TestSpecDocumentIsFresh fails when the committed SPEC.md is not what the

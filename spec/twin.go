@@ -25,7 +25,7 @@ type twin struct {
 	queues []string // valid queue names operated on, in first-use order
 }
 
-var _ core.Store = (*twin)(nil)
+var _ core.BatchStore = (*twin)(nil)
 
 func newTwin(store core.Store, ref *ModelStore, report func(string)) *twin {
 	return &twin{store: store, model: ref, report: report}
@@ -258,6 +258,62 @@ func (w *twin) Prune(ctx context.Context, p core.PruneParams) (core.IDsResult, e
 	return got, gerr
 }
 
+// errNoBatch is what a twin answers for a batch operation when the store under
+// test does not implement core.BatchStore.
+func errNoBatch(s core.Store) error {
+	return fmt.Errorf("spec: the store %T does not implement core.BatchStore (EnqueueBatch, AckBatch), which every leasehold store must", s)
+}
+
+func batchDiff(got core.BatchResult, gerr error, want core.BatchResult, werr error) string {
+	d, both := diffError(gerr, werr)
+	if !both {
+		return d
+	}
+	if len(got.Items) != len(want.Items) {
+		return fmt.Sprintf("store answered %d items, model %d", len(got.Items), len(want.Items))
+	}
+	ds := []string{diffNow(got.Now, want.Now)}
+	for i := range got.Items {
+		g, m := got.Items[i], want.Items[i]
+		d, both := diffError(g.Err, m.Err)
+		if both {
+			d = diffTask("task", g.Task, m.Task)
+		}
+		if d != "" {
+			ds = append(ds, fmt.Sprintf("item %d: %s", i, d))
+		}
+	}
+	return joinDiffs(ds...)
+}
+
+// EnqueueBatch implements core.BatchStore.
+func (w *twin) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (core.BatchResult, error) {
+	bs, ok := w.store.(core.BatchStore)
+	if !ok {
+		return core.BatchResult{}, errNoBatch(w.store)
+	}
+	sp := p // the store gets its own copy of the items, so it cannot change the model's
+	sp.Tasks = slices.Clone(p.Tasks)
+	got, gerr := bs.EnqueueBatch(ctx, sp)
+	want, werr := w.model.EnqueueBatch(ctx, p)
+	w.after(p.Queue, describeEnqueueBatch(p), batchDiff(got, gerr, want, werr))
+	return got, gerr
+}
+
+// AckBatch implements core.BatchStore.
+func (w *twin) AckBatch(ctx context.Context, p core.AckBatchParams) (core.BatchResult, error) {
+	bs, ok := w.store.(core.BatchStore)
+	if !ok {
+		return core.BatchResult{}, errNoBatch(w.store)
+	}
+	sp := p
+	sp.Acks = slices.Clone(p.Acks)
+	got, gerr := bs.AckBatch(ctx, sp)
+	want, werr := w.model.AckBatch(ctx, p)
+	w.after(p.Queue, describeAckBatch(p), batchDiff(got, gerr, want, werr))
+	return got, gerr
+}
+
 // Close implements core.Store: it closes both.
 func (w *twin) Close() error {
 	err := w.store.Close()
@@ -276,6 +332,22 @@ func describeEnqueue(p core.EnqueueParams) string {
 	}
 	fmt.Fprintf(&b, " maxAttempts=%d payload=%q)", p.MaxAttempts, p.Payload)
 	return b.String()
+}
+
+func describeEnqueueBatch(p core.EnqueueBatchParams) string {
+	items := make([]string, len(p.Tasks))
+	for i, a := range p.Tasks {
+		items[i] = describeEnqueue(core.EnqueueParams{Queue: p.Queue, EnqueueArgs: a})
+	}
+	return fmt.Sprintf("EnqueueBatch(%s: %s)", p.Queue, strings.Join(items, ", "))
+}
+
+func describeAckBatch(p core.AckBatchParams) string {
+	items := make([]string, len(p.Acks))
+	for i, a := range p.Acks {
+		items[i] = fmt.Sprintf("%s result=%q", describeClaim(a.Claim), a.Result)
+	}
+	return fmt.Sprintf("AckBatch(%s: %s)", p.Queue, strings.Join(items, ", "))
 }
 
 func describeClaim(c core.Claim) string {
