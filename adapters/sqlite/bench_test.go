@@ -1,6 +1,7 @@
 package sqlite_test
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -113,5 +114,202 @@ func sqliteBench(opts ...sqlite.Option) func(b *testing.B) core.Store {
 			b.Fatal(err)
 		}
 		return s
+	}
+}
+
+// BenchmarkEnqueue measures one producer adding one task per call, each call
+// its own transaction (nothing to group with). ns/op is one Enqueue.
+func BenchmarkEnqueue(b *testing.B) {
+	for _, sync := range []struct {
+		name string
+		s    sqlite.Synchronous
+	}{{"sync-normal", sqlite.SyncNormal}, {"sync-full", sqlite.SyncFull}} {
+		b.Run(sync.name, func(b *testing.B) {
+			s := sqliteBench(sqlite.WithSynchronous(sync.s))(b)
+			defer s.Close()
+			b.ReportAllocs()
+			cpu := cpuTime()
+			b.ResetTimer()
+			for i := range b.N {
+				_, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "bench", EnqueueArgs: model.EnqueueArgs{
+					ID: fmt.Sprintf("task-%09d", i), Payload: benchPayload, MaxAttempts: 3,
+				}})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// fill enqueues n tasks on queue "bench" as fast as the store allows (in
+// batches when it can), outside the benchmark's timer.
+func fill(b *testing.B, s core.Store, n int) {
+	b.Helper()
+	const chunk = 500
+	var wg sync.WaitGroup
+	errs := make(chan error, (n+chunk-1)/chunk)
+	sem := make(chan struct{}, 8)
+	for from := 0; from < n; from += chunk {
+		to := min(from+chunk, n)
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			args := make([]model.EnqueueArgs, 0, to-from)
+			for i := from; i < to; i++ {
+				args = append(args, model.EnqueueArgs{ID: fmt.Sprintf("task-%09d", i), Payload: benchPayload, MaxAttempts: 3})
+			}
+			if bs, ok := s.(core.BatchStore); ok {
+				res, err := bs.EnqueueBatch(ctx, core.EnqueueBatchParams{Queue: "bench", Tasks: args})
+				if err == nil {
+					for _, it := range res.Items {
+						if it.Err != nil {
+							err = it.Err
+							break
+						}
+					}
+				}
+				if err != nil {
+					errs <- err
+				}
+				return
+			}
+			for _, a := range args {
+				if _, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "bench", EnqueueArgs: a}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkPopAckBatch measures the store's side of a worker that claims in
+// batches: each of 1, 8 or 64 goroutines pops up to popBatch tasks at once
+// and records their success with one AckBatch (one Ack per task on a store
+// without it). The queue holds the b.N tasks before the timer starts; ns/op
+// is one task popped and acknowledged.
+func BenchmarkPopAckBatch(b *testing.B) {
+	const popBatch = 16
+	for _, g := range []int{1, 8, 64} {
+		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
+			s := sqliteBench(sqlite.WithSynchronous(sqlite.SyncNormal))(b)
+			defer s.Close()
+			fill(b, s, b.N)
+			var left atomic.Int64
+			left.Store(int64(b.N))
+			b.ReportAllocs()
+			cpu := cpuTime()
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			errs := make(chan error, g)
+			for range g {
+				wg.Go(func() {
+					for {
+						n := int(min(left.Add(-popBatch)+popBatch, popBatch))
+						if n <= 0 {
+							return
+						}
+						res, err := s.Pop(ctx, core.PopParams{Queue: "bench", Lease: time.Minute, N: n})
+						if err == nil && len(res.Tasks) != n {
+							err = fmt.Errorf("Pop returned %d tasks, want %d", len(res.Tasks), n)
+						}
+						if err == nil {
+							err = ackAll(s, res.Tasks)
+						}
+						if err != nil {
+							errs <- err
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+			close(errs)
+			for err := range errs {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// ackAll acknowledges tasks with one AckBatch, or one Ack each on a store
+// that has no batches.
+func ackAll(s core.Store, tasks []core.Task) error {
+	bs, ok := s.(core.BatchStore)
+	if !ok {
+		for _, t := range tasks {
+			if _, err := s.Ack(ctx, core.AckParams{Claim: t.Claim()}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	acks := make([]core.AckItem, len(tasks))
+	for i, t := range tasks {
+		acks[i] = core.AckItem{Claim: t.Claim()}
+	}
+	res, err := bs.AckBatch(ctx, core.AckBatchParams{Queue: "bench", Acks: acks})
+	if err != nil {
+		return err
+	}
+	for _, it := range res.Items {
+		if it.Err != nil {
+			return it.Err
+		}
+	}
+	return nil
+}
+
+// BenchmarkWorker runs core.Worker on the store, as a user does: with 1, 8
+// or 64 slots it pops, runs a handler that does nothing, and acknowledges,
+// at SyncNormal. The queue holds the b.N tasks before the timer starts; ns/op
+// is one task handled and settled.
+func BenchmarkWorker(b *testing.B) {
+	for _, slots := range []int{1, 8, 64} {
+		b.Run(fmt.Sprintf("slots=%d", slots), func(b *testing.B) {
+			s := sqliteBench(sqlite.WithSynchronous(sqlite.SyncNormal))(b)
+			defer s.Close()
+			fill(b, s, b.N)
+			var handled atomic.Int64
+			done := make(chan struct{})
+			w, err := core.NewWorker(s, "bench", func(context.Context, core.Claim, core.Task) ([]byte, error) {
+				if handled.Add(1) == int64(b.N) {
+					close(done)
+				}
+				return nil, nil
+			}, core.WithConcurrency(slots), core.WithPollInterval(time.Millisecond, time.Millisecond))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			cpu := cpuTime()
+			b.ResetTimer()
+			ran := make(chan error, 1)
+			go func() { ran <- w.Run(ctx) }()
+			<-done
+			if err := w.Shutdown(ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+			if err := <-ran; err != nil {
+				b.Fatal(err)
+			}
+			if st := w.Stats(); st.Acked != int64(b.N) {
+				b.Fatalf("acked %d of %d", st.Acked, b.N)
+			}
+		})
 	}
 }

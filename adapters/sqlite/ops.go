@@ -90,59 +90,76 @@ func (t tx) probe(queue, id string) (state model.State, token, version uint64, f
 
 // --- producer and mover ------------------------------------------------------
 
+// enqueueStatements are the statements an Enqueue uses.
+var enqueueStatements = []string{sqlExists, sqlPending, sqlDrawOne, insertTaskSQL}
+
+// validEnqueue is the model's check of Enqueue's arguments.
+func validEnqueue(a model.EnqueueArgs) error {
+	if err := model.ValidateID(a.ID); err != nil {
+		return err
+	}
+	if a.Priority < model.MinPriority || a.Priority > model.MaxPriority {
+		return invalid("priority %d outside %d..%d", a.Priority, model.MinPriority, model.MaxPriority)
+	}
+	if a.MaxAttempts < 1 {
+		return invalid("max attempts %d < 1", a.MaxAttempts)
+	}
+	return nil
+}
+
 // Enqueue implements core.Store.
 func (s *Store) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskResult, error) {
-	a := p.EnqueueArgs
-	validate := func() error {
-		if err := model.ValidateID(a.ID); err != nil {
-			return err
-		}
-		if a.Priority < model.MinPriority || a.Priority > model.MaxPriority {
-			return invalid("priority %d outside %d..%d", a.Priority, model.MinPriority, model.MaxPriority)
-		}
-		if a.MaxAttempts < 1 {
-			return invalid("max attempts %d < 1", a.MaxAttempts)
-		}
-		return nil
-	}
 	var task model.Task
-	now, err := s.write(ctx, p.Queue, validate, []string{sqlExists, sqlPending, sqlDrawOne, insertTaskSQL}, func(t tx, now time.Time) error {
-		var one int
-		switch err := t.queryRow(sqlExists, p.Queue, a.ID).Scan(&one); {
-		case err == nil:
-			return fmt.Errorf("%w: task %q already exists", core.ErrConflict, a.ID)
-		case !errors.Is(err, sql.ErrNoRows):
-			return err
-		}
-		if s.capacity > 0 {
-			var pending int
-			if err := t.queryRow(sqlPending, p.Queue, s.capacity).Scan(&pending); err != nil {
-				return err
-			}
-			if pending >= s.capacity {
-				return fmt.Errorf("%w: %d pending tasks", core.ErrQueueFull, s.capacity)
-			}
-		}
-		var v int64
-		if err := t.queryRow(sqlDrawOne, p.Queue).Scan(&v); err != nil {
-			return err
-		}
-		task = model.Task{
-			Queue: p.Queue, ID: a.ID, Payload: clone(a.Payload), Priority: a.Priority,
-			MaxAttempts: a.MaxAttempts, Version: uint64(v), EnqueuedAt: now,
-		}
-		task.RunAfter = ceil(a.RunAfter)
-		task.State = model.Ready
-		if task.RunAfter.After(now) {
-			task.State = model.Scheduled
-		}
-		_, err := t.exec(insertTaskSQL, taskArgs(task)...)
+	now, err := s.write(ctx, p.Queue, func() error { return validEnqueue(p.EnqueueArgs) }, enqueueStatements, func(t tx, now time.Time) (err error) {
+		pending := -1
+		task, err = t.enqueue(p.Queue, p.EnqueueArgs, now, &pending)
 		return err
 	})
 	if err != nil {
 		return core.TaskResult{}, err
 	}
 	return core.TaskResult{Now: now, Task: task}, nil
+}
+
+// enqueue adds one task whose arguments are valid, with the model's checks in
+// its order: the ID is free, then the queue has room. *pending is the
+// queue's number of pending tasks, -1 when not counted yet; enqueue counts
+// them when it needs to and keeps the count up to date.
+func (t tx) enqueue(queue string, a model.EnqueueArgs, now time.Time, pending *int) (model.Task, error) {
+	var one int
+	switch err := t.queryRow(sqlExists, queue, a.ID).Scan(&one); {
+	case err == nil:
+		return model.Task{}, fmt.Errorf("%w: task %q already exists", core.ErrConflict, a.ID)
+	case !errors.Is(err, sql.ErrNoRows):
+		return model.Task{}, err
+	}
+	if capacity := t.s.capacity; capacity > 0 {
+		if *pending < 0 {
+			if err := t.queryRow(sqlPending, queue, capacity).Scan(pending); err != nil {
+				return model.Task{}, err
+			}
+		}
+		if *pending >= capacity {
+			return model.Task{}, fmt.Errorf("%w: %d pending tasks", core.ErrQueueFull, capacity)
+		}
+	}
+	var v int64
+	if err := t.queryRow(sqlDrawOne, queue).Scan(&v); err != nil {
+		return model.Task{}, err
+	}
+	task := model.Task{
+		Queue: queue, ID: a.ID, Payload: clone(a.Payload), Priority: a.Priority,
+		MaxAttempts: a.MaxAttempts, Version: uint64(v), EnqueuedAt: now,
+	}
+	task.RunAfter = ceil(a.RunAfter)
+	task.State = queuedState(now, task.RunAfter)
+	if _, err := t.exec(insertTaskSQL, taskArgs(task)...); err != nil {
+		return model.Task{}, err
+	}
+	if *pending >= 0 {
+		*pending++
+	}
+	return task, nil
 }
 
 // Promote implements core.Store.

@@ -105,6 +105,10 @@ WHERE queue = ?1 AND id = ?2 AND state IN (%s) AND version = ?6`, model.Running,
 	// ?4 now, ?5 result
 	sqlAck = fmt.Sprintf(`UPDATE tasks SET version = %s, state = %d, result = ?5, finished_at = ?4, deadline = NULL `+workerGuard,
 		nextVersion, model.Succeeded, from(model.OpAck))
+	// AckBatch's Ack: the same guard, with the new version bound as ?6, so
+	// the items of a batch advance the sequence once, at the end.
+	sqlAckAt = fmt.Sprintf(`UPDATE tasks SET version = ?6, state = %d, result = ?5, finished_at = ?4, deadline = NULL `+workerGuard,
+		model.Succeeded, from(model.OpAck))
 	// ?4 now, ?5 message, ?6 its bytes if not UTF-8
 	sqlFail = fmt.Sprintf(`UPDATE tasks SET version = %s, state = %d, errors = %s, finished_at = ?4, deadline = NULL `+workerGuard,
 		nextVersion, model.Failed, appendError("?4", "?5", "?6", "false"), from(model.OpFail))

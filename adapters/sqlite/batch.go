@@ -1,0 +1,118 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/model"
+)
+
+var _ core.BatchStore = (*Store)(nil)
+
+// validBatch is the model's check of a batch's size.
+func validBatch(n int) error {
+	if n < 1 || n > model.MaxBatch {
+		return invalid("batch of %d items outside 1..%d", n, model.MaxBatch)
+	}
+	return nil
+}
+
+// EnqueueBatch implements core.BatchStore: the tasks are added in one
+// transaction, in order, each with the checks and the statements of Enqueue
+// (an ID already taken, also by an earlier item, is ErrConflict; a full queue
+// ErrQueueFull), and each is answered on its own. A refused item writes
+// nothing, so it needs no savepoint. An error that is not an item's own (a
+// damaged row, the transport) fails the whole batch, which then changes
+// nothing.
+func (s *Store) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (core.BatchResult, error) {
+	items := make([]core.ItemResult, len(p.Tasks))
+	now, err := s.write(ctx, p.Queue, func() error { return validBatch(len(p.Tasks)) }, enqueueStatements, func(t tx, now time.Time) error {
+		clear(items) // the committer may run an operation again in a new transaction
+		pending := -1
+		for i, a := range p.Tasks {
+			if err := validEnqueue(a); err != nil {
+				items[i].Err = err
+				continue
+			}
+			task, err := t.enqueue(p.Queue, a, now, &pending)
+			if err != nil && !isItemError(err) {
+				return err
+			}
+			items[i] = core.ItemResult{Task: task, Err: err}
+		}
+		return nil
+	})
+	if err != nil {
+		return core.BatchResult{}, err
+	}
+	return core.BatchResult{Now: now, Items: items}, nil
+}
+
+// ackBatchStatements are the statements an AckBatch uses.
+var ackBatchStatements = []string{sqlSeq, sqlAckAt, sqlProbe, sqlAdvance}
+
+// AckBatch implements core.BatchStore: the claims are acknowledged in one
+// transaction, in order, each by an UPDATE with the guard of Ack (task ID,
+// claim token, a state Ack is legal from) and, when it matches no row, the
+// diagnosis of Ack; each is answered on its own. The versions are drawn from
+// the queue's sequence in order, and the sequence advances once for the
+// successful items. An error that is not an item's own (a damaged row, the
+// transport) fails the whole batch, which then changes nothing.
+func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.BatchResult, error) {
+	validate := func() error {
+		if err := validBatch(len(p.Acks)); err != nil {
+			return err
+		}
+		for i, a := range p.Acks {
+			if a.Claim.Queue != p.Queue {
+				return invalid("ack batch of queue %q: item %d claims a task of queue %q", p.Queue, i, a.Claim.Queue)
+			}
+		}
+		return nil
+	}
+	items := make([]core.ItemResult, len(p.Acks))
+	now, err := s.write(ctx, p.Queue, validate, ackBatchStatements, func(t tx, now time.Time) error {
+		clear(items)
+		var base int64
+		if err := t.queryRow(sqlSeq, p.Queue).Scan(&base); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		acked := 0
+		for i, a := range p.Acks {
+			c := a.Claim
+			if err := validClaim(c); err != nil {
+				items[i].Err = err
+				continue
+			}
+			v := base + int64(acked) + 1
+			task, found, err := t.oneTask(sqlAckAt, p.Queue, c.TaskID, int64(c.Token), micros(now), blob(a.Result), v)
+			if err != nil {
+				return err
+			}
+			if !found {
+				err := t.diagnoseClaim(model.OpAck, c)
+				if !isItemError(err) {
+					return err
+				}
+				items[i].Err = err
+				continue
+			}
+			items[i].Task = task
+			acked++
+		}
+		return t.advance(p.Queue, acked)
+	})
+	if err != nil {
+		return core.BatchResult{}, err
+	}
+	return core.BatchResult{Now: now, Items: items}, nil
+}
+
+// isItemError reports whether err is one of the model's refusals, which
+// refuse one item of a batch and change nothing.
+func isItemError(err error) bool {
+	return model.Kind(err) != nil
+}
