@@ -145,6 +145,9 @@ func (in *Input) modelInput(now time.Time) model.Input {
 
 // matches reports whether the model's output m is the store's output o.
 func matches(m model.Output, o *Output) bool {
+	if !o.wholeMicros() {
+		return false // the store contract keeps times in microseconds
+	}
 	if m.Err != nil || o.Err != "" {
 		if ErrorKind(m.Err) != o.Err {
 			return false

@@ -186,7 +186,10 @@ type Step struct {
 	// before, relative to the client's reading of the clock; a Pause's
 	// length.
 	Delay time.Duration `json:"delay,omitempty"`
-	N     int           `json:"n,omitempty"` // Pop batch; limit of Promote, ClaimExpired, RecoverExpired, Prune, List
+	// N is Pop's batch; the limit of Promote, ClaimExpired, RecoverExpired,
+	// Prune and List; for an Enqueue above 1, the number of tasks it adds
+	// in bulk (one call each, IDs apart from Tasks; see BulkSizes).
+	N int `json:"n,omitempty"`
 	// Pick chooses the claim a decision (Extend, Ack, Fail, Retry; Requeue,
 	// Finalize) uses: 0 the newest claim the client holds and has not
 	// decided yet, 1 the one before; 2 the last claim it already decided
@@ -236,6 +239,18 @@ type Plan struct {
 	// read is not changed.
 	StallEvery int `json:"stallEvery,omitempty"`
 	StallFrom  int `json:"stallFrom,omitempty"`
+	// SubMicro, when not 0, adds a fraction of a microsecond to the stores'
+	// readings of the clock: the k-th reading gets (k*SubMicro mod 1000)ns
+	// more. The recorder keeps the whole-microsecond reading, the instant a
+	// store must use: every time a store reports must be whole
+	// microseconds.
+	SubMicro int `json:"subMicro,omitempty"`
+	// Scribble makes every client a careless caller: once it has used an
+	// answer it writes over the payloads, results, error histories and the
+	// Tasks, IDs and Claims slices the store returned, and after each call
+	// over the byte slices it passed in. A store that shares its own slices
+	// with a caller then answers later calls with the scribbles.
+	Scribble bool `json:"scribble,omitempty"`
 }
 
 // Rounds returns the number of rounds.
@@ -296,6 +311,12 @@ func (p *Plan) String() string {
 	if p.StallEvery > 0 {
 		fmt.Fprintf(&b, ", clock stalls every %d readings from %d", p.StallEvery, p.StallFrom)
 	}
+	if p.SubMicro > 0 {
+		fmt.Fprintf(&b, ", readings +k*%dns", p.SubMicro)
+	}
+	if p.Scribble {
+		b.WriteString(", callers scribble over answers")
+	}
 	b.WriteString("\n")
 	for i, c := range p.Clients {
 		fmt.Fprintf(&b, "  %s %d:", c.Role, i)
@@ -333,6 +354,9 @@ func (p *Plan) describeStep(s Step) string {
 	var d string
 	switch s.Kind {
 	case Enqueue:
+		if s.N > 1 {
+			id = fmt.Sprintf("%d in bulk", s.N)
+		}
 		d = fmt.Sprintf("%s/%s p%d a%d +%s", q, id, s.Priority, s.Attempts, ms(s.Delay))
 	case Pop:
 		d = fmt.Sprintf("%s n%d %s", q, s.N, ms(s.Lease))
@@ -445,8 +469,14 @@ func Plans(o PlanOptions) *rapid.Generator[*Plan] {
 			p.StallEvery = rapid.IntRange(2, 5).Draw(t, "stall every")
 			p.StallFrom = rapid.IntRange(0, 7).Draw(t, "stall from")
 		}
+		if rapid.IntRange(0, 3).Draw(t, "sub-microsecond clock") == 3 {
+			p.SubMicro = []int{999, 1, 500, 337}[rapid.IntRange(0, 3).Draw(t, "sub-microsecond step")]
+		}
+		p.Scribble = rapid.IntRange(0, 3).Draw(t, "scribble") > 0
+		// One plan in six enqueues hundreds of tasks in one step (drawBulk).
+		bulk := rapid.IntRange(0, 5).Draw(t, "bulk") == 5
 		g := stepGen{p: p, faults: new(int)}
-		if o.Faults {
+		if o.Faults && !(bulk && p.Mode == RealTime) {
 			g.faultOdds, g.maxFaults = 64, 2
 			if p.Mode == RealTime {
 				g.faultOdds, g.maxFaults = 128, 1
@@ -478,6 +508,11 @@ func Plans(o PlanOptions) *rapid.Generator[*Plan] {
 				c.Rounds = append(c.Rounds, steps)
 			}
 			p.Clients = append(p.Clients, c)
+		}
+		if bulk {
+			c := &p.Clients[rapid.IntRange(0, len(p.Clients)-1).Draw(t, "bulk client")]
+			r := rapid.IntRange(0, rounds-1).Draw(t, "bulk round")
+			c.Rounds[r] = append(drawBulk(t, p), c.Rounds[r]...)
 		}
 		return p
 	})

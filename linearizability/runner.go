@@ -70,7 +70,7 @@ func Execute(ctx context.Context, p *Plan, f Factory) (*History, error) {
 		clock = fake
 	}
 	epoch := clock.Now()
-	be, err := f(&recordingClock{Clock: clock, r: rec, every: p.StallEvery, from: p.StallFrom, stall: ClockStall}, p.Capacity)
+	be, err := f(newSubMicroClock(&recordingClock{Clock: clock, r: rec, every: p.StallEvery, from: p.StallFrom, stall: ClockStall}, p.SubMicro), p.Capacity)
 	if err != nil {
 		return nil, fmt.Errorf("linearizability: backend: %w", err)
 	}
@@ -88,7 +88,7 @@ func Execute(ctx context.Context, p *Plan, f Factory) (*History, error) {
 		name := fmt.Sprintf("%s %d", cp.Role, i)
 		actors[i] = &actor{
 			name: name, index: i, plan: p, clock: clock, fake: fake, rec: rec,
-			faults: fs, store: rec.Client(name, fs), seen: map[taskKey]uint64{},
+			faults: fs, store: newScribbler(rec.Client(name, fs), p.Scribble), seen: map[taskKey]uint64{},
 		}
 	}
 
@@ -268,6 +268,10 @@ func (a *actor) do(ctx context.Context, s Step) {
 	st := a.store
 	switch s.Kind {
 	case Enqueue:
+		if s.N > 1 {
+			a.fill(ctx, s)
+			return
+		}
 		var runAfter time.Time
 		if s.Delay > 0 {
 			runAfter = a.at(s.Delay)
