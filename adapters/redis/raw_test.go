@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -32,6 +33,13 @@ func dump(tb testing.TB, c goredis.UniversalClient, s *redis.Store) rawState {
 	}
 	out := rawState{}
 	for _, k := range keys {
+		if strings.Contains(k, "}:req:") {
+			// A remembered answer: it must expire, and is not state.
+			if ttl := c.TTL(ctx, k).Val(); ttl <= 0 || ttl > 30*time.Second {
+				tb.Errorf("memo key %s has TTL %v, want 0 < TTL <= 30s", k, ttl)
+			}
+			continue
+		}
 		ty, err := c.Type(ctx, k).Result()
 		if err != nil {
 			tb.Fatalf("TYPE %s: %v", k, err)

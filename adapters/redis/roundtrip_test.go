@@ -73,8 +73,8 @@ func TestEachOperationIsOneRoundTrip(t *testing.T) {
 	if err := s.Preload(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := log.take(); len(got) != 17 {
-		t.Fatalf("Preload sent %v, want one SCRIPT LOAD for each of the 17 scripts", got)
+	if got := log.take(); len(got) != 19 {
+		t.Fatalf("Preload sent %v, want one SCRIPT LOAD for each of the 19 scripts", got)
 	}
 
 	const q = "rt"

@@ -33,15 +33,27 @@ const versionLimit = 1 << 36
 type script struct {
 	name string
 	op   model.Op
+	// writes: the call carries a request ID (the last ARGV); memo: it also
+	// declares its memo key (the last KEYS), where it remembers its answer.
+	writes, memo bool
 	*goredis.Script
 }
 
-func loadScript(file string, op model.Op) *script {
+// A script's kind: a read, a write on one named task, or a write that
+// remembers its answer under a memo key.
+const (
+	read = iota
+	taskWrite
+	memoWrite
+)
+
+func loadScript(file string, op model.Op, kind int) *script {
 	body, err := luaFiles.ReadFile("lua/" + file)
 	if err != nil {
 		panic(err) // embedded at build time: cannot happen
 	}
-	return &script{name: file, op: op, Script: goredis.NewScript(link(libBlocks, string(body)))}
+	return &script{name: file, op: op, writes: kind != read, memo: kind == memoWrite,
+		Script: goredis.NewScript(link(libBlocks, string(body)))}
 }
 
 // libBlock is one top-level definition of lua/lib.lua (a local function or
@@ -133,28 +145,30 @@ func link(lib []libBlock, body string) string {
 
 // The scripts, one per operation.
 var (
-	enqueueScript        = loadScript("enqueue.lua", model.OpEnqueue)
-	promoteScript        = loadScript("promote.lua", model.OpPromote)
-	popScript            = loadScript("pop.lua", model.OpPop)
-	extendScript         = loadScript("extend.lua", model.OpExtend)
-	ackScript            = loadScript("ack.lua", model.OpAck)
-	failScript           = loadScript("fail.lua", model.OpFail)
-	retryScript          = loadScript("retry.lua", model.OpRetry)
-	claimExpiredScript   = loadScript("claim_expired.lua", model.OpClaimExpired)
-	requeueScript        = loadScript("requeue.lua", model.OpRequeue)
-	finalizeScript       = loadScript("finalize.lua", model.OpFinalize)
-	recoverExpiredScript = loadScript("recover_expired.lua", model.OpRecoverExpired)
-	inspectRequeueScript = loadScript("inspect_requeue.lua", model.OpInspectRequeue)
-	removeScript         = loadScript("remove.lua", model.OpRemove)
-	pruneScript          = loadScript("prune.lua", model.OpPrune)
-	getScript            = loadScript("get.lua", model.OpGet)
-	listScript           = loadScript("list.lua", model.OpList)
-	countsScript         = loadScript("counts.lua", model.OpCounts)
+	enqueueScript        = loadScript("enqueue.lua", model.OpEnqueue, taskWrite)
+	promoteScript        = loadScript("promote.lua", model.OpPromote, memoWrite)
+	popScript            = loadScript("pop.lua", model.OpPop, memoWrite)
+	extendScript         = loadScript("extend.lua", model.OpExtend, taskWrite)
+	ackScript            = loadScript("ack.lua", model.OpAck, taskWrite)
+	failScript           = loadScript("fail.lua", model.OpFail, taskWrite)
+	retryScript          = loadScript("retry.lua", model.OpRetry, taskWrite)
+	claimExpiredScript   = loadScript("claim_expired.lua", model.OpClaimExpired, memoWrite)
+	requeueScript        = loadScript("requeue.lua", model.OpRequeue, taskWrite)
+	finalizeScript       = loadScript("finalize.lua", model.OpFinalize, taskWrite)
+	recoverExpiredScript = loadScript("recover_expired.lua", model.OpRecoverExpired, memoWrite)
+	inspectRequeueScript = loadScript("inspect_requeue.lua", model.OpInspectRequeue, taskWrite)
+	removeScript         = loadScript("remove.lua", model.OpRemove, memoWrite)
+	pruneScript          = loadScript("prune.lua", model.OpPrune, memoWrite)
+	enqueueBatchScript   = loadScript("enqueue_batch.lua", model.OpEnqueueBatch, memoWrite)
+	ackBatchScript       = loadScript("ack_batch.lua", model.OpAckBatch, memoWrite)
+	getScript            = loadScript("get.lua", model.OpGet, read)
+	listScript           = loadScript("list.lua", model.OpList, read)
+	countsScript         = loadScript("counts.lua", model.OpCounts, read)
 
 	allScripts = []*script{enqueueScript, promoteScript, popScript, extendScript,
 		ackScript, failScript, retryScript, claimExpiredScript, requeueScript,
 		finalizeScript, recoverExpiredScript, inspectRequeueScript, removeScript,
-		pruneScript, getScript, listScript, countsScript}
+		pruneScript, enqueueBatchScript, ackBatchScript, getScript, listScript, countsScript}
 )
 
 // The return codes of the scripts (lua/lib.lua).
@@ -169,6 +183,7 @@ const (
 	codeQueueFull       = 7
 	codeCorrupt         = 8
 	codeExhausted       = 9
+	codeGone            = 10
 )
 
 // reply is a successful script reply: the string after the code (now, or
@@ -180,8 +195,19 @@ type reply struct {
 
 // eval runs sc in one round trip (EVALSHA, or EVAL when the server does not
 // have the script yet) and maps a refusal to its error. id names the task
-// for error messages.
+// for error messages. A write gets a new request ID as its last ARGV (and
+// its memo key as its last KEYS): a client that sends the command again
+// after a dropped connection sends the same ID, and the script answers it
+// with the first run's answer instead of running it twice.
 func (s *Store) eval(ctx context.Context, sc *script, keys []string, id string, args ...any) (reply, error) {
+	req := ""
+	if sc.writes {
+		req = s.requestID()
+		if sc.memo {
+			keys = append(keys, strings.TrimSuffix(keys[0], "seq")+"req:"+req)
+		}
+	}
+	args = append(args, req)
 	raw, err := sc.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {
 		return reply{}, fmt.Errorf("leasehold/redis: %v: %w", sc.op, err)
@@ -248,6 +274,8 @@ func codeError(sc *script, code int64, id string, detail []string) error {
 		return fmt.Errorf("%w: %s: %s", core.ErrCorrupt, arg(0), arg(1))
 	case codeExhausted:
 		return fmt.Errorf("%w at %s", ErrSequenceExhausted, arg(0))
+	case codeGone:
+		return fmt.Errorf("leasehold/redis: %v took effect, but task %q changed before its answer could be sent again", sc.op, arg(0))
 	default:
 		return fmt.Errorf("leasehold/redis: %v: internal error: %s returned unknown code %d %q", sc.op, sc.name, code, detail)
 	}

@@ -2,8 +2,11 @@ package redis
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -24,6 +27,8 @@ type Store struct {
 	capacity int
 	prefix   string
 	closed   atomic.Bool
+	reqBase  string        // random, unique to this Store
+	reqSeq   atomic.Uint64 // the last request number
 }
 
 var _ core.Store = (*Store)(nil)
@@ -61,7 +66,9 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: nil redis client", core.ErrInvalidArgument)
 	}
-	s := &Store{rdb: client, prefix: DefaultPrefix}
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	s := &Store{rdb: client, prefix: DefaultPrefix, reqBase: base64.RawURLEncoding.EncodeToString(b[:]) + "."}
 	for _, o := range opts {
 		o(s)
 	}
@@ -86,6 +93,12 @@ func Open(url string, opts ...Option) (*Store, error) {
 	}
 	s.owned = true
 	return s, nil
+}
+
+// requestID returns a new request ID: the store's random base and a
+// counter, unique across stores and processes.
+func (s *Store) requestID() string {
+	return s.reqBase + strconv.FormatUint(s.reqSeq.Add(1), 36)
 }
 
 // Client returns the client the store uses.

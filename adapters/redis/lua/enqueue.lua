@@ -14,6 +14,7 @@
 --   {0, now, task}               the new task (ID then the FIELDS of lib.lua)
 --   {1, detail}                  INVALID_ARGUMENT: an argument does not parse
 --   {5}                          EXISTS: a task has the ID (in any state)
+--                                (a task this call added is answered as stored)
 --   {7, pending}                 QUEUE_FULL: pending tasks reached capacity
 --   {8, key, detail}             CORRUPT
 --   {9, seq}                     SEQUENCE_EXHAUSTED
@@ -26,7 +27,9 @@ return run(function()
   if not max_attempts or max_attempts < 1 then refuse(INVALID, 'max_attempts ' .. ARGV[6]) end
   if not capacity or capacity < 0 then refuse(INVALID, 'capacity ' .. ARGV[7]) end
   local seq = load_seq()
-  if load_task(KEYS[12], id, seq) then refuse(EXISTS) end
+  local old = load_task(KEYS[12], id, seq)
+  created(old)
+  if old then refuse(EXISTS) end
   if capacity > 0 then
     local pending = 0
     for _, i in ipairs({6, 7, 8}) do pending = pending + rcall(KEYS[i], 'ZCARD', KEYS[i]) end

@@ -20,6 +20,11 @@
 --            not a key itself: it is declared so that the slot of the task
 --            keys a script finds in an index is a declared slot.
 --   KEYS[12] the task hash, for the scripts that act on one named task
+--   KEYS[#KEYS] the memo key of the call (P{q}:req:<request ID>), last, for
+--            the scripts that remember their answer (see recall)
+--
+-- ARGV: each script's own, then, last, the call's request ID ('' for the
+-- reads): unique per call, and the same when the client sends the call again.
 --
 -- Return codes (the first element of every reply; the Go side maps them to
 -- errors in one place, codeError):
@@ -33,6 +38,8 @@
 --   7 QUEUE_FULL         {7, pending}
 --   8 CORRUPT            {8, key, detail}
 --   9 SEQUENCE_EXHAUSTED {9, seq}
+--  10 GONE               {10, id}              a call sent again took effect,
+--                                              but its answer cannot be rebuilt
 --
 -- Every script validates everything (arguments, key types, each stored field
 -- it reads, index entries against their task) before its first write and
@@ -41,7 +48,7 @@
 -- nothing.
 
 local OK, INVALID, STALE, NOT_FOUND, TRANSITION, EXISTS, VERSION_CONFLICT,
-  QUEUE_FULL, CORRUPT, EXHAUSTED = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9
+  QUEUE_FULL, CORRUPT, EXHAUSTED, GONE = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
 
 -- Largest integer a Lua number (a double) holds exactly.
 local MAX_SAFE = 9007199254740991
@@ -59,11 +66,28 @@ local ORDER = {scheduled = 3, ready = 2, running = 4, succeeded = 5, failed = 5}
 local IDS = {scheduled = 6, ready = 7, running = 8, succeeded = 9, failed = 10}
 
 -- refuse aborts the script with a return code; run turns it into the reply.
+-- Retransmissions. A client whose connection dropped after the server ran a
+-- call may send it again, with the same request ID. Every call that writes
+-- a task writes its request ID into the task's hash (field req) with its
+-- other writes, and a new task also keeps it as origin. A call on one task
+-- that finds the task carrying its own request ID was applied and nothing
+-- has touched the task since (any later write replaces req): it is answered
+-- with the task as stored and writes nothing (replay). A queue-level call
+-- remembers the IDs of its tasks under its memo key for MEMO_TTL seconds
+-- (remember) and rebuilds its answer from them when sent again (recall).
+-- A client resends within its retries (go-redis: MaxRetries times the read
+-- timeout and a backoff, about 11 s at its defaults), well inside the TTL.
+local MEMO_TTL = 30
+-- CALL is the running call: its request ID and the now its clock read.
+local CALL = {req = '', now = 0}
+
 local function refuse(code, ...)
   error({leasehold = {code, ...}}, 0)
 end
 
 local function run(main)
+  CALL.req = ARGV[#ARGV] or ''
+  CALL.now = 0
   local ok, res = pcall(main)
   if ok then return res end
   if type(res) == 'table' and res.leasehold then return res.leasehold end
@@ -99,13 +123,16 @@ end
 
 -- clock returns now in µs: ARGV's injected time, or the server's TIME.
 local function clock(arg)
+  local n
   if arg ~= '' then
-    local n = int(arg)
+    n = int(arg)
     if not n then refuse(INVALID, 'now ' .. arg) end
-    return n
+  else
+    local t = redis.call('TIME')
+    n = tonumber(t[1]) * 1000000 + tonumber(t[2])
   end
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+  CALL.now = n
+  return n
 end
 
 -- later returns now + d (µs), refusing when it leaves the exact range.
@@ -287,6 +314,14 @@ local function save(t)
       args[#args + 1] = enc[i]
     end
   end
+  if CALL.req ~= '' and stored.req ~= CALL.req then
+    args[#args + 1] = 'req'
+    args[#args + 1] = CALL.req
+    if not t.stored then
+      args[#args + 1] = 'origin'
+      args[#args + 1] = CALL.req
+    end
+  end
   if #args > 2 then redis.call(unpack(args)) end
   t.enc = enc
 end
@@ -297,6 +332,54 @@ local function emit(out, t)
   local n = #out
   out[n + 1] = t.id
   for i = 1, #enc do out[n + 1 + i] = enc[i] end
+  return out
+end
+
+-- replay answers a call sent again: when the task carries the call's request
+-- ID, the call was applied and nothing has touched the task since, so the
+-- answer is the task as stored.
+local function replay(t)
+  if t and CALL.req ~= '' and t.stored.req == CALL.req then
+    error({leasehold = emit({OK, fmt(CALL.now)}, t)}, 0)
+  end
+end
+
+-- created answers an Enqueue sent again: a task whose origin is the call's
+-- request ID was added by this call, and is answered as stored.
+local function created(t)
+  if t and CALL.req ~= '' and t.stored.origin == CALL.req then
+    error({leasehold = emit({OK, fmt(CALL.now)}, t)}, 0)
+  end
+end
+
+-- recall returns what an earlier run of this call remembered (a list), or
+-- nil when it has not run (or changed nothing).
+local function recall()
+  if CALL.req == '' then return nil end
+  local k = KEYS[#KEYS]
+  local v = rcall(k, 'GET', k)
+  if not v then return nil end
+  local ok, m = pcall(cmsgpack.unpack, v)
+  if not ok or type(m) ~= 'table' then refuse(CORRUPT, k, 'remembered answer does not parse') end
+  for i = 1, #m do
+    if type(m[i]) ~= 'string' then refuse(CORRUPT, k, 'remembered answer does not parse') end
+  end
+  return m
+end
+
+-- remember keeps m (a list of strings) as this call's answer for MEMO_TTL s.
+local function remember(m)
+  if CALL.req ~= '' then redis.call('SET', KEYS[#KEYS], cmsgpack.pack(m), 'EX', MEMO_TTL) end
+end
+
+-- carried returns the tasks named by ids that still carry the call's
+-- request ID, in order: what a queue-level call left them, untouched since.
+local function carried(ids, seq)
+  local out = {}
+  for _, id in ipairs(ids) do
+    local t = load_task(KEYS[11] .. id, id, seq)
+    if t and t.stored.req == CALL.req then out[#out + 1] = t end
+  end
   return out
 end
 
@@ -340,6 +423,7 @@ local function target(state) return ORDER[state], IDS[state] end
 -- and it is Running (else TRANSITION).
 local function claimed(id, token, seq)
   local t = load_task(KEYS[12], id, seq)
+  replay(t)
   if not t then refuse(STALE, 'missing') end
   if fmt(t.token) ~= token then refuse(STALE, 'token') end
   if t.state ~= 'running' then refuse(TRANSITION, t.state) end
@@ -352,6 +436,7 @@ end
 -- (else TRANSITION).
 local function reaped(id, version, seq)
   local t = load_task(KEYS[12], id, seq)
+  replay(t)
   if not t then refuse(STALE, 'missing') end
   if fmt(t.version) ~= version then refuse(STALE, 'version') end
   if t.state ~= 'running' then refuse(TRANSITION, t.state) end
@@ -364,6 +449,7 @@ end
 -- The caller checks the state.
 local function inspected(id, expect, seq)
   local t = load_task(KEYS[12], id, seq)
+  replay(t)
   if not t then refuse(NOT_FOUND) end
   if expect ~= '0' and fmt(t.version) ~= expect then refuse(VERSION_CONFLICT, fmt(t.version)) end
   return t

@@ -19,6 +19,12 @@ return run(function()
   local n = int(ARGV[3])
   if not n or n < 1 then refuse(INVALID, 'batch ' .. ARGV[3]) end
   local seq = load_seq()
+  local m = recall()
+  if m then
+    local out = {OK, fmt(now)}
+    for _, t in ipairs(carried(m, seq)) do emit(out, t) end
+    return out
+  end
   local r = rcall(KEYS[2], 'ZRANGE', KEYS[2], 0, n - 1, 'WITHSCORES')
   local first = {}
   for i = 1, #r, 2 do
@@ -27,8 +33,9 @@ return run(function()
   reserve(seq, #first)
   writable(target('running'))
 
-  local out = {OK, fmt(now)}
+  local out, ids = {OK, fmt(now)}, {}
   for _, t in ipairs(first) do
+    ids[#ids + 1] = t.id
     seq = seq + 1
     unindex(t)
     t.version = seq
@@ -40,6 +47,9 @@ return run(function()
     store(t)
     emit(out, t)
   end
-  if #first > 0 then redis.call('SET', KEYS[1], fmt(seq)) end
+  if #first > 0 then
+    redis.call('SET', KEYS[1], fmt(seq))
+    remember(ids)
+  end
   return out
 end)

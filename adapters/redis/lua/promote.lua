@@ -16,6 +16,12 @@ return run(function()
   local limit = int(ARGV[2])
   if not limit or limit < 0 then refuse(INVALID, 'limit ' .. ARGV[2]) end
   local seq = load_seq()
+  local m = recall()
+  if m then
+    local out = {OK, fmt(now)}
+    for _, id in ipairs(m) do out[#out + 1] = id end
+    return out
+  end
   local due = scan('scheduled', fmt(now), limit, seq)
   reserve(seq, #due)
   writable(target('ready'))
@@ -29,6 +35,11 @@ return run(function()
     store(t)
     out[#out + 1] = t.id
   end
-  if #due > 0 then redis.call('SET', KEYS[1], fmt(seq)) end
+  if #due > 0 then
+    redis.call('SET', KEYS[1], fmt(seq))
+    local ids = {}
+    for i = 3, #out do ids[#ids + 1] = out[i] end
+    remember(ids)
+  end
   return out
 end)

@@ -20,11 +20,17 @@ return run(function()
   local limit = int(ARGV[3])
   if not limit or limit < 0 then refuse(INVALID, 'limit ' .. ARGV[3]) end
   local want = {}
-  for i = 4, #ARGV do
+  for i = 4, #ARGV - 1 do
     if ARGV[i] ~= 'succeeded' and ARGV[i] ~= 'failed' then refuse(INVALID, 'state ' .. ARGV[i]) end
     want[ARGV[i]] = true
   end
   local seq = load_seq()
+  local m = recall()
+  if m then
+    local out = {OK, fmt(now)}
+    for _, id in ipairs(m) do out[#out + 1] = id end
+    return out
+  end
   local k = KEYS[5]
   local doomed = {}
   -- Page through the finished index so a small limit reads little.
@@ -49,6 +55,11 @@ return run(function()
     unindex(t)
     redis.call('DEL', t.key)
     out[#out + 1] = t.id
+  end
+  if #doomed > 0 then
+    local ids = {}
+    for i = 3, #out do ids[#ids + 1] = out[i] end
+    remember(ids)
   end
   return out
 end)

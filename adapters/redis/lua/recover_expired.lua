@@ -21,14 +21,21 @@ return run(function()
   local limit = int(ARGV[3])
   if not limit or limit < 0 then refuse(INVALID, 'limit ' .. ARGV[3]) end
   local seq = load_seq()
+  local m = recall()
+  if m then
+    local out = {OK, fmt(now)}
+    for _, t in ipairs(carried(m, seq)) do emit(out, t) end
+    return out
+  end
   local expired = scan('running', fmt(now), limit, seq)
   reserve(seq, #expired)
   writable(target('ready'))
   writable(target('scheduled'))
   writable(target('failed'))
 
-  local out = {OK, fmt(now)}
+  local out, ids = {OK, fmt(now)}, {}
   for _, t in ipairs(expired) do
+    ids[#ids + 1] = t.id
     seq = seq + 1
     unindex(t)
     t.version = seq
@@ -41,6 +48,9 @@ return run(function()
     store(t)
     emit(out, t)
   end
-  if #expired > 0 then redis.call('SET', KEYS[1], fmt(seq)) end
+  if #expired > 0 then
+    redis.call('SET', KEYS[1], fmt(seq))
+    remember(ids)
+  end
   return out
 end)

@@ -14,10 +14,18 @@
 return run(function()
   local now = clock(ARGV[1])
   local seq = load_seq()
+  local m = recall()
+  if m then
+    local out = {OK, fmt(now)}
+    for _, f in ipairs(m) do out[#out + 1] = f end
+    return out
+  end
   local t = inspected(ARGV[2], ARGV[3], seq)
   check_indexed(t)
 
   unindex(t)
   redis.call('DEL', t.key)
+  local task = emit({}, t)
+  remember(task)
   return emit({OK, fmt(now)}, t)
 end)

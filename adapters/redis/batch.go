@@ -1,0 +1,142 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/model"
+)
+
+var _ core.BatchStore = (*Store)(nil)
+
+func validBatch(n int) error {
+	if n < 1 || n > model.MaxBatch {
+		return invalid("batch of %d items outside 1..%d", n, model.MaxBatch)
+	}
+	return nil
+}
+
+// validEnqueue is Enqueue's check of its arguments; it returns the run_after
+// argument of the script.
+func validEnqueue(a model.EnqueueArgs) (string, error) {
+	if err := validID(a.ID); err != nil {
+		return "", err
+	}
+	if a.Priority < model.MinPriority || a.Priority > model.MaxPriority {
+		return "", invalid("priority %d outside %d..%d", a.Priority, model.MinPriority, model.MaxPriority)
+	}
+	if a.MaxAttempts < 1 {
+		return "", invalid("max attempts %d < 1", a.MaxAttempts)
+	}
+	return micros("run after", a.RunAfter)
+}
+
+// EnqueueBatch implements core.BatchStore: one script adds the tasks in
+// order, each by the rules of Enqueue (an ID already taken, also by an
+// earlier item, is core.ErrConflict; a full queue core.ErrQueueFull), and
+// answers each on its own. An item whose arguments are invalid is answered
+// here and not sent.
+func (s *Store) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (core.BatchResult, error) {
+	if err := s.begin(ctx, p.Queue); err != nil {
+		return core.BatchResult{}, err
+	}
+	if err := validBatch(len(p.Tasks)); err != nil {
+		return core.BatchResult{}, err
+	}
+	now, _, err := s.now()
+	if err != nil {
+		return core.BatchResult{}, err
+	}
+	items := make([]core.ItemResult, len(p.Tasks))
+	sent := make([]int, 0, len(p.Tasks)) // the indexes of the items sent
+	args := make([]any, 0, 2+5*len(p.Tasks)+1)
+	args = append(args, now, s.capacity)
+	for i, a := range p.Tasks {
+		runAfter, err := validEnqueue(a)
+		if err != nil {
+			items[i].Err = err
+			continue
+		}
+		sent = append(sent, i)
+		args = append(args, a.ID, a.Payload, a.Priority, runAfter, a.MaxAttempts)
+	}
+	return s.batch(ctx, enqueueBatchScript, p.Queue, items, sent, func(i int) string { return p.Tasks[i].ID }, args)
+}
+
+// AckBatch implements core.BatchStore: one script acknowledges the claims in
+// order, each by the rules of Ack, and answers each on its own. A claim that
+// is invalid (no ID, token 0) is answered here and not sent.
+func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.BatchResult, error) {
+	if err := s.begin(ctx, p.Queue); err != nil {
+		return core.BatchResult{}, err
+	}
+	if err := validBatch(len(p.Acks)); err != nil {
+		return core.BatchResult{}, err
+	}
+	for i, a := range p.Acks {
+		if a.Claim.Queue != p.Queue {
+			return core.BatchResult{}, invalid("ack batch of queue %q: item %d claims a task of queue %q", p.Queue, i, a.Claim.Queue)
+		}
+	}
+	now, _, err := s.now()
+	if err != nil {
+		return core.BatchResult{}, err
+	}
+	items := make([]core.ItemResult, len(p.Acks))
+	sent := make([]int, 0, len(p.Acks))
+	args := make([]any, 0, 1+3*len(p.Acks)+1)
+	args = append(args, now)
+	for i, a := range p.Acks {
+		if err := validClaim(a.Claim); err != nil {
+			items[i].Err = err
+			continue
+		}
+		sent = append(sent, i)
+		args = append(args, a.Claim.TaskID, u64(a.Claim.Token), a.Result)
+	}
+	return s.batch(ctx, ackBatchScript, p.Queue, items, sent, func(i int) string { return p.Acks[i].Claim.TaskID }, args)
+}
+
+// batch runs a batch script and fills items[sent[k]] with the answer to the
+// k-th item sent: per item a code, the number of strings that follow, then
+// the task (code 0) or the refusal's detail.
+func (s *Store) batch(ctx context.Context, sc *script, queue string, items []core.ItemResult, sent []int, id func(int) string, args []any) (core.BatchResult, error) {
+	r, err := s.eval(ctx, sc, s.queueKeys(queue), "", args...)
+	if err != nil {
+		return core.BatchResult{}, err
+	}
+	now, err := parseNow(r.head)
+	if err != nil {
+		return core.BatchResult{}, err
+	}
+	itemOp, _ := model.BatchItemOp(sc.op)
+	item := &script{name: sc.name, op: itemOp}
+	rest := r.rest
+	for _, i := range sent {
+		if len(rest) < 2 {
+			return core.BatchResult{}, fmt.Errorf("leasehold/redis: %v: reply of %d items for %d", sc.op, i, len(sent))
+		}
+		code, e1 := strconv.ParseInt(rest[0], 10, 64)
+		n, e2 := strconv.Atoi(rest[1])
+		if e1 != nil || e2 != nil || n < 0 || n > len(rest)-2 {
+			return core.BatchResult{}, fmt.Errorf("leasehold/redis: %v: item %d of the reply does not parse", sc.op, i)
+		}
+		f := rest[2 : 2+n]
+		rest = rest[2+n:]
+		if code != codeOK {
+			items[i].Err = codeError(item, code, id(i), f)
+			continue
+		}
+		t, err := decodeTask(queue, f)
+		if err != nil {
+			return core.BatchResult{}, err
+		}
+		items[i].Task = t
+	}
+	if len(rest) != 0 {
+		return core.BatchResult{}, fmt.Errorf("leasehold/redis: %v: %d strings after the last item", sc.op, len(rest))
+	}
+	return core.BatchResult{Now: now, Items: items}, nil
+}

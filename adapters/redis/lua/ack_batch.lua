@@ -1,0 +1,110 @@
+-- ack_batch.lua: AckBatch records the success of claims in order, each by
+-- the rules of Ack (the token, then the state) against what the items before
+-- it left, each answered on its own: a refused item changes nothing and does
+-- not stop the others (a claim named twice is acknowledged once; the second
+-- item finds the task Succeeded).
+--
+-- KEYS: KEYS[1..11] as in lib.lua (the tasks' hashes are KEYS[11] .. ID);
+-- KEYS[12] the memo key.
+-- ARGV[1] now: µs, or '' for the server's TIME
+-- ARGV[2 + 3i .. 4 + 3i] item i: task ID, claim token (decimal), result
+--
+-- Returns:
+--   {0, now, item, item, ...}    per item its code, the number of strings
+--                                that follow and then, for code 0, the task
+--                                (ID then FIELDS), else the refusal's detail
+--                                (2 STALE_CLAIM reason, 4 TRANSITION state)
+--   {1, detail}                  INVALID_ARGUMENT: of the batch itself
+--   {8, key, detail}             CORRUPT
+--   {9, seq}                     SEQUENCE_EXHAUSTED
+--   {10, id}                     GONE: sent again, but a task it acked is
+--                                gone, so its answer cannot be rebuilt
+return run(function()
+  local now = clock(ARGV[1])
+  local n = (#ARGV - 2) / 3
+  if n < 0 or n ~= math.floor(n) then refuse(INVALID, 'batch of ' .. (#ARGV - 2) .. ' arguments') end
+  local seq = load_seq()
+  local m = recall()
+  -- Every check before the first write: each item's task as stored.
+  local tasks = {}
+  for i = 0, n - 1 do
+    local id = ARGV[2 + 3 * i]
+    if tasks[id] == nil then
+      local t = load_task(KEYS[11] .. id, id, seq)
+      if t and not m then check_indexed(t) end
+      tasks[id] = t or false
+    end
+  end
+  if m then
+    if #m ~= n then refuse(CORRUPT, KEYS[12], 'remembered answer of ' .. #m .. ' items') end
+    local out = {OK, fmt(now)}
+    for i = 0, n - 1 do
+      local id, code = ARGV[2 + 3 * i], m[i + 1]
+      local t = tasks[id]
+      if code == '0' and t then
+        out[#out + 1] = '0'
+        out[#out + 1] = fmt(#FIELDS + 1)
+        emit(out, t)
+      elseif code == '0' then
+        refuse(GONE, id)
+      else
+        local c, detail = string.match(code, '^(%d+) (.*)$')
+        if not c then refuse(CORRUPT, KEYS[12], 'remembered answer does not parse') end
+        out[#out + 1] = c
+        out[#out + 1] = '1'
+        out[#out + 1] = detail
+      end
+    end
+    return out
+  end
+  writable(target('succeeded'))
+
+  local items, acked = {}, {}
+  local version = seq
+  for i = 0, n - 1 do
+    local id, token = ARGV[2 + 3 * i], ARGV[3 + 3 * i]
+    local t = tasks[id]
+    if not t then
+      items[i + 1] = {STALE, 'missing'}
+    elseif fmt(t.token) ~= token then
+      items[i + 1] = {STALE, 'token'}
+    elseif t.state ~= 'running' then
+      items[i + 1] = {TRANSITION, t.state}
+    else
+      version = version + 1
+      t.was = t.state
+      t.version = version
+      t.result = ARGV[4 + 3 * i]
+      finish(t, 'succeeded', now)
+      items[i + 1] = t
+      acked[#acked + 1] = t
+    end
+  end
+  reserve(seq, #acked)
+
+  for _, t in ipairs(acked) do
+    redis.call('ZREM', KEYS[ORDER[t.was]], t.id)
+    redis.call('ZREM', KEYS[IDS[t.was]], t.id)
+    store(t)
+  end
+  local out, codes = {OK, fmt(now)}, {}
+  for i = 1, n do
+    local it = items[i]
+    if it.id then
+      codes[i] = '0'
+      out[#out + 1] = '0'
+      out[#out + 1] = fmt(#FIELDS + 1)
+      emit(out, it)
+    else
+      codes[i] = fmt(it[1]) .. ' ' .. it[2]
+      out[#out + 1] = fmt(it[1])
+      out[#out + 1] = '1'
+      out[#out + 1] = it[2]
+    end
+  end
+  if #acked > 0 then
+    redis.call('SET', KEYS[1], fmt(version))
+    remember(codes)
+  end
+  return out
+end)
