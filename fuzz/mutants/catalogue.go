@@ -9,6 +9,9 @@ type Mutant struct {
 	Bug string
 	// Origin says where the bug comes from.
 	Origin string
+	// Targets are what the mutant patches, one patch each: adapters of
+	// Adapters, or Core (whose mutants the runtime harness must catch).
+	Targets []string
 }
 
 // The origins of the mutants.
@@ -16,25 +19,44 @@ const (
 	RedisSeed  = "the Redis seed"  // seeds/000_…: the reaper's unguarded decisions
 	SQLiteSeed = "the SQLite seed" // seeds/001_…: LiteQueue's claims without identity
 	Guard      = "a model guard"   // a guard or rule of model/ dropped or bent
+	// Edge: an edge of the store contract small plans miss (many tasks in
+	// one state, sub-microsecond clock readings, callers that write into
+	// what a store returned).
+	Edge = "a contract edge"
+	// Runtime: a rule of the Worker, Broker or Inspector dropped or bent.
+	Runtime = "a runtime rule"
 )
 
+// Core is the target of the mutants that patch package core (Worker,
+// Broker, Inspector): the runtime harness, which drives them over the
+// memory adapter, must catch them.
+const Core = "core"
+
+// storeAdapters are the targets of the mutants that patch both adapters the
+// catalogue started with.
+var storeAdapters = []string{"memory", "redis"}
+
 // Catalogue lists every mutant, in the order the runner reports them. Each
-// has one patch per adapter in Adapters, named <name>.<adapter>.patch.
+// has one patch per target, named <name>.<target>.patch.
 var Catalogue = []Mutant{
-	{"requeue-without-guard", "a broker's Requeue applies whatever the task's version and state (the seed before its fix)", RedisSeed},
-	{"ack-without-claim-check", "Ack succeeds for any caller that knows the task ID, whatever the token and state (done())", SQLiteSeed},
-	{"fail-without-claim-check", "Fail succeeds for any caller that knows the task ID, whatever the token and state (mark_failed())", SQLiteSeed},
-	{"retry-from-any-state", "Retry with the current token succeeds from every state, not only Running", SQLiteSeed},
-	{"retry-keeps-lock-timestamp", "Retry returns the task to the queue with its old ClaimedAt (lock_time) in place", SQLiteSeed},
-	{"recovery-read-then-write", "RecoverExpired reads the expired tasks, then writes them in a separate step without looking again", SQLiteSeed},
-	{"decision-checks-state-not-version", "a broker's Requeue and Finalize check that the task is Running, not that its version is the claim's", RedisSeed},
-	{"pop-does-not-advance-token", "Pop stamps a new version but hands out the version the task had while Ready as the token", Guard},
-	{"extend-without-guard", "Extend renews the lease of a Running task for any claim, whatever its token", Guard},
-	{"inspector-requeue-no-version-bump", "an operator's requeue changes the task without stamping a new version", Guard},
-	{"lease-expiry-off-by-one", "ClaimExpired takes a lease as lapsed when its deadline is before now (< for <=)", Guard},
-	{"token-reused-after-remove", "the sequence is the largest version in use (a rowid), so a remove gives versions and tokens out again", Guard},
+	{"requeue-without-guard", "a broker's Requeue applies whatever the task's version and state (the seed before its fix)", RedisSeed, storeAdapters},
+	{"ack-without-claim-check", "Ack succeeds for any caller that knows the task ID, whatever the token and state (done())", SQLiteSeed, storeAdapters},
+	{"fail-without-claim-check", "Fail succeeds for any caller that knows the task ID, whatever the token and state (mark_failed())", SQLiteSeed, storeAdapters},
+	{"retry-from-any-state", "Retry with the current token succeeds from every state, not only Running", SQLiteSeed, storeAdapters},
+	{"retry-keeps-lock-timestamp", "Retry returns the task to the queue with its old ClaimedAt (lock_time) in place", SQLiteSeed, storeAdapters},
+	{"recovery-read-then-write", "RecoverExpired reads the expired tasks, then writes them in a separate step without looking again", SQLiteSeed, storeAdapters},
+	{"decision-checks-state-not-version", "a broker's Requeue and Finalize check that the task is Running, not that its version is the claim's", RedisSeed, storeAdapters},
+	{"pop-does-not-advance-token", "Pop stamps a new version but hands out the version the task had while Ready as the token", Guard, storeAdapters},
+	{"extend-without-guard", "Extend renews the lease of a Running task for any claim, whatever its token", Guard, storeAdapters},
+	{"inspector-requeue-no-version-bump", "an operator's requeue changes the task without stamping a new version", Guard, storeAdapters},
+	{"lease-expiry-off-by-one", "ClaimExpired takes a lease as lapsed when its deadline is before now (< for <=)", Guard, storeAdapters},
+	{"token-reused-after-remove", "the sequence is the largest version in use (a rowid), so a remove gives versions and tokens out again", Guard, storeAdapters},
+	{"btree-ascend-skips-last-child", "an index walk skips the subtree after a node's last item, so ClaimExpired, Prune and List stop before the last page of a state holding more than 63 tasks", Edge, []string{"memory"}},
+	{"clock-reading-not-truncated", "the store keeps its clock's reading to the nanosecond, not the microsecond the contract keeps times in", Edge, []string{"memory"}},
+	{"snapshot-shares-payload", "the tasks a store returns share their payload and result with the stored task, so a caller writing into them changes the store", Edge, []string{"memory"}},
 }
 
-// Adapters are the adapters the catalogue patches, named as the subtests of
-// the linearizability package's TestRandomizedHistories.
-var Adapters = []string{"memory", "redis"}
+// Adapters are the targets a patch may have: the adapters, named as the
+// subtests of the linearizability package's TestRandomizedHistories that run
+// them, and Core.
+var Adapters = []string{"memory", "redis", "sqlite", Core}

@@ -43,7 +43,13 @@ func TestCatalogueHasAPatchPerMutantAndAdapter(t *testing.T) {
 		if m.Bug == "" || strings.Contains(m.Bug, "\n") || m.Origin == "" {
 			t.Errorf("mutant %s: want a one-line description and an origin", m.Name)
 		}
-		for _, a := range mutants.Adapters {
+		if len(m.Targets) == 0 {
+			t.Errorf("mutant %s has no target", m.Name)
+		}
+		for _, a := range m.Targets {
+			if !slices.Contains(mutants.Adapters, a) {
+				t.Errorf("mutant %s: unknown target %s", m.Name, a)
+			}
 			if !slices.ContainsFunc(patches, func(p mutants.Patch) bool { return p.Mutant.Name == m.Name && p.Adapter == a }) {
 				t.Errorf("mutant %s has no patch of the %s adapter (%s.%s.patch)", m.Name, a, m.Name, a)
 			}
@@ -56,12 +62,16 @@ func TestCatalogueHasAPatchPerMutantAndAdapter(t *testing.T) {
 	}
 	for _, p := range patches {
 		head, _, _ := strings.Cut(string(p.Diff), "\n")
-		if want := "Mutant " + p.Mutant.Name + " of the " + p.Adapter + " adapter"; !strings.HasPrefix(head, want) {
+		want, dir := "Mutant "+p.Mutant.Name+" of the "+p.Adapter+" adapter", "adapters/"+p.Adapter+"/"
+		if p.Adapter == mutants.Core {
+			want, dir = "Mutant "+p.Mutant.Name+" of core", "core/"
+		}
+		if !strings.HasPrefix(head, want) {
 			t.Errorf("%s: first line %q, want it to start with %q", p.File, head, want)
 		}
 		for _, f := range p.Files() {
-			if !strings.HasPrefix(f, "adapters/"+p.Adapter+"/") {
-				t.Errorf("%s changes %s, outside adapters/%s", p.File, f, p.Adapter)
+			if !strings.HasPrefix(f, dir) {
+				t.Errorf("%s changes %s, outside %s", p.File, f, dir)
 			}
 		}
 	}

@@ -22,7 +22,7 @@ var patchFiles embed.FS
 // root), after a line of comment.
 type Patch struct {
 	Mutant  Mutant
-	Adapter string // one of Adapters
+	Adapter string // its target: one of Adapters (an adapter, or Core)
 	File    string // the patch's file name in this package
 	Diff    []byte
 }
@@ -58,11 +58,14 @@ func Patches() ([]Patch, error) {
 		}
 		mutant, adapter, ok := cutLast(name, ".")
 		if !ok || !slices.Contains(Adapters, adapter) {
-			return nil, fmt.Errorf("mutants: %s: want <mutant>.<adapter>.patch with an adapter of %v", e.Name(), Adapters)
+			return nil, fmt.Errorf("mutants: %s: want <mutant>.<target>.patch with a target of %v", e.Name(), Adapters)
 		}
 		i := slices.IndexFunc(Catalogue, func(m Mutant) bool { return m.Name == mutant })
 		if i < 0 {
 			return nil, fmt.Errorf("mutants: %s: no mutant %q in the catalogue", e.Name(), mutant)
+		}
+		if !slices.Contains(Catalogue[i].Targets, adapter) {
+			return nil, fmt.Errorf("mutants: %s: mutant %s has no target %s (its targets: %v)", e.Name(), mutant, adapter, Catalogue[i].Targets)
 		}
 		diff, err := patchFiles.ReadFile(e.Name())
 		if err != nil {
@@ -94,7 +97,7 @@ func cutLast(s, sep string) (before, after string, ok bool) {
 }
 
 // Select returns the patches whose mutant is named in only (all when only
-// is empty) and whose adapter is adapter ("" or "all": every adapter). It
+// is empty) and whose target is adapter ("" or "all": every target). It
 // fails on a name that is not in the catalogue.
 func Select(patches []Patch, only []string, adapter string) ([]Patch, error) {
 	for _, n := range only {
@@ -103,7 +106,7 @@ func Select(patches []Patch, only []string, adapter string) ([]Patch, error) {
 		}
 	}
 	if adapter != "" && adapter != "all" && !slices.Contains(Adapters, adapter) {
-		return nil, fmt.Errorf("mutants: no adapter %q (want one of %v or all)", adapter, Adapters)
+		return nil, fmt.Errorf("mutants: no target %q (want one of %v or all)", adapter, Adapters)
 	}
 	var out []Patch
 	for _, p := range patches {

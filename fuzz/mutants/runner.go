@@ -26,7 +26,25 @@ import (
 const (
 	HarnessPackage = "./linearizability"
 	HarnessTest    = "TestRandomizedHistories"
+	// RuntimeTest is the entry point of the runtime harness (real Worker,
+	// Broker and Inspector values over recorded stores), which runs the
+	// mutants of Core, on RuntimeAdapter.
+	RuntimeTest    = "TestRuntimeHistories"
+	RuntimeAdapter = "memory"
 )
+
+// Harness returns the test and the subtest of the harness binary that a
+// patch of target runs: TestRandomizedHistories on the adapter (SQLite with
+// its default Pop), or the runtime harness for Core.
+func Harness(target string) (test, sub string) {
+	switch target {
+	case Core:
+		return RuntimeTest, RuntimeAdapter
+	case "sqlite":
+		return HarnessTest, "sqlite-returning"
+	}
+	return HarnessTest, target
+}
 
 // Config configures Evaluate.
 type Config struct {
@@ -243,7 +261,8 @@ func Evaluate(ctx context.Context, cfg Config) ([]Result, error) {
 					}
 					for k := 0; k < n && r.BuildErr == nil && ctx.Err() == nil; k++ {
 						runs <- struct{}{}
-						run := runOnce(ctx, bin, filepath.Join(dir, "module", "linearizability"), r.Patch.Adapter,
+						test, sub := Harness(r.Patch.Adapter)
+						run := runOnce(ctx, bin, filepath.Join(dir, "module", "linearizability"), test, sub,
 							cfg.Seed+uint64(k)*SeedStride, cfg.Budget,
 							filepath.Join(dir, fmt.Sprintf("%s-run%02d", r.Patch.Adapter, k)), cfg.Env)
 						<-runs
@@ -328,8 +347,9 @@ var (
 	savedTo       = regexp.MustCompile(`saved to (\S+)`)
 )
 
-// runOnce runs the harness binary once on adapter and classifies the run.
-func runOnce(ctx context.Context, bin, dir, adapter string, seed uint64, budget time.Duration, out string, env []string) Run {
+// runOnce runs test/adapter of the harness binary once and classifies the
+// run.
+func runOnce(ctx context.Context, bin, dir, test, adapter string, seed uint64, budget time.Duration, out string, env []string) Run {
 	run := Run{Seed: seed}
 	// The binary gets its budget, time to start (a redis-server) and to
 	// save a violation, and then it is stopped.
@@ -337,7 +357,7 @@ func runOnce(ctx context.Context, bin, dir, adapter string, seed uint64, budget 
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin,
-		"-test.run", "^"+HarnessTest+"$/^"+adapter+"$",
+		"-test.run", "^"+test+"$/^"+adapter+"$",
 		"-test.v", "-test.count=1", "-test.timeout", (limit - 10*time.Second).String())
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(),
@@ -354,8 +374,8 @@ func runOnce(ctx context.Context, bin, dir, adapter string, seed uint64, budget 
 	run.Wall = time.Since(t0)
 	output := string(b)
 	run.Output = tail(output, 4000)
-	pass := "--- PASS: " + HarnessTest + "/" + adapter + " "
-	fail := "--- FAIL: " + HarnessTest + "/" + adapter + " "
+	pass := "--- PASS: " + test + "/" + adapter + " "
+	fail := "--- FAIL: " + test + "/" + adapter + " "
 	switch m := violationLine.FindStringSubmatch(output); {
 	case strings.Contains(output, fail) && (m != nil || saved(out) != ""):
 		// The harness's own account of the violation, if it gave one; else
@@ -372,12 +392,12 @@ func runOnce(ctx context.Context, bin, dir, adapter string, seed uint64, budget 
 		}
 	case err == nil && strings.Contains(output, pass):
 		// survived the budget
-	case strings.Contains(output, "--- SKIP: "+HarnessTest):
+	case strings.Contains(output, "--- SKIP: "+test):
 		run.Err = fmt.Errorf("the harness skipped the %s run (no redis-server?)", adapter)
 	case ctx.Err() != nil:
 		run.Err = fmt.Errorf("the run did not end within %v", limit)
 	case err == nil:
-		run.Err = fmt.Errorf("no %s/%s test ran (renamed?)", HarnessTest, adapter)
+		run.Err = fmt.Errorf("no %s/%s test ran (renamed?)", test, adapter)
 	default:
 		run.Err = fmt.Errorf("the harness failed without a violation: %v", err)
 	}
