@@ -192,3 +192,70 @@ func BenchmarkClaimExpired(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPopAckBatch measures the cycle a batching worker runs, from one
+// goroutine: Pop n tasks, then acknowledge them, one by one (Ack) or in one
+// AckBatch. One op is one task's Pop and Ack, and its requeue
+// (InspectRequeue, so the queue keeps its size); the cycles/s metric times
+// the Pop and the acknowledgements alone.
+func BenchmarkPopAckBatch(b *testing.B) {
+	for _, size := range benchSizes {
+		for _, n := range []int{1, 10, 100} {
+			for _, batched := range []bool{false, true} {
+				mode := "ack"
+				if batched {
+					mode = "ackbatch"
+				}
+				b.Run(fmt.Sprintf("size=%d/n=%d/%s", size, n, mode), func(b *testing.B) {
+					s := readyStore(b, size)
+					result := []byte("done")
+					acks := make([]core.AckItem, 0, n)
+					acked := make([]core.Task, 0, n)
+					var popAck time.Duration
+					b.ReportAllocs()
+					b.ResetTimer()
+					for done := 0; done < b.N; {
+						start := time.Now()
+						r, err := s.Pop(ctx, core.PopParams{Queue: "bench", Lease: time.Minute, N: min(n, b.N-done)})
+						if err != nil || len(r.Tasks) == 0 {
+							b.Fatalf("Pop: %d tasks, %v", len(r.Tasks), err)
+						}
+						acked = acked[:0]
+						if batched {
+							acks = acks[:0]
+							for _, t := range r.Tasks {
+								acks = append(acks, core.AckItem{Claim: t.Claim(), Result: result})
+							}
+							res, err := s.AckBatch(ctx, core.AckBatchParams{Queue: "bench", Acks: acks})
+							if err != nil {
+								b.Fatalf("AckBatch: %v", err)
+							}
+							for _, it := range res.Items {
+								if it.Err != nil {
+									b.Fatalf("AckBatch item: %v", it.Err)
+								}
+								acked = append(acked, it.Task)
+							}
+						} else {
+							for _, t := range r.Tasks {
+								a, err := s.Ack(ctx, core.AckParams{Claim: t.Claim(), Result: result})
+								if err != nil {
+									b.Fatalf("Ack: %v", err)
+								}
+								acked = append(acked, a.Task)
+							}
+						}
+						popAck += time.Since(start)
+						done += len(r.Tasks)
+						for _, t := range acked {
+							if _, err := s.InspectRequeue(ctx, core.InspectParams{Queue: "bench", ID: t.ID, Expect: t.Version}); err != nil {
+								b.Fatalf("InspectRequeue: %v", err)
+							}
+						}
+					}
+					b.ReportMetric(float64(b.N)/popAck.Seconds(), "cycles/s")
+				})
+			}
+		}
+	}
+}

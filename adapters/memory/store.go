@@ -20,7 +20,7 @@ type Store struct {
 	closed bool
 }
 
-var _ core.Store = (*Store)(nil)
+var _ core.BatchStore = (*Store)(nil)
 
 // Option configures a Store.
 type Option func(*Store)
@@ -320,6 +320,59 @@ func (s *Store) Prune(ctx context.Context, p core.PruneParams) (core.IDsResult, 
 		return core.IDsResult{}, err
 	}
 	return core.IDsResult{Now: now, IDs: ids}, nil
+}
+
+// EnqueueBatch adds up to model.MaxBatch tasks to one queue in one step
+// under the queue's lock (model.Queue.EnqueueBatch): each item is answered as
+// Enqueue would answer it, in order.
+func (s *Store) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (core.BatchResult, error) {
+	if err := batchSize(len(p.Tasks)); err != nil {
+		return core.BatchResult{}, err
+	}
+	items := make([]core.ItemResult, len(p.Tasks))
+	now, err := s.write(ctx, p.Queue, true, func(q *queue, now time.Time) error {
+		for i, a := range p.Tasks {
+			items[i].Task, items[i].Err = q.enqueue(now, a)
+		}
+		return nil
+	})
+	if err != nil {
+		return core.BatchResult{}, err
+	}
+	return core.BatchResult{Now: now, Items: items}, nil
+}
+
+// AckBatch records the success of up to model.MaxBatch claims of one queue
+// in one step under the queue's lock (model.Queue.AckBatch): each item is
+// answered as Ack would answer it, in order. A claim of another queue makes
+// the whole batch an invalid argument.
+func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.BatchResult, error) {
+	if err := batchSize(len(p.Acks)); err != nil {
+		return core.BatchResult{}, err
+	}
+	for i, a := range p.Acks {
+		if a.Claim.Queue != p.Queue {
+			return core.BatchResult{}, invalid("ack batch of queue %q: item %d claims a task of queue %q", p.Queue, i, a.Claim.Queue)
+		}
+	}
+	items := make([]core.ItemResult, len(p.Acks))
+	now, err := s.write(ctx, p.Queue, false, func(q *queue, now time.Time) error {
+		for i, a := range p.Acks {
+			items[i].Task, items[i].Err = q.ack(now, a.Claim, a.Result)
+		}
+		return nil
+	})
+	if err != nil {
+		return core.BatchResult{}, err
+	}
+	return core.BatchResult{Now: now, Items: items}, nil
+}
+
+func batchSize(n int) error {
+	if n < 1 || n > model.MaxBatch {
+		return invalid("batch of %d items outside 1..%d", n, model.MaxBatch)
+	}
+	return nil
 }
 
 // Close drops every task. Operations that start after Close return
