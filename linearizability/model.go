@@ -18,22 +18,24 @@ import (
 // and the op's arguments. It is the porcupine input of an operation. Only the
 // fields the op reads are set; see model.Input, which it converts to.
 type Input struct {
-	Queue     string             `json:"queue"`
-	Op        model.Op           `json:"op"`
-	Enqueue   *model.EnqueueArgs `json:"enqueue,omitempty"`
-	Claim     *ClaimRef          `json:"claim,omitempty"`     // Extend, Ack, Fail, Retry
-	ReapClaim *ClaimRef          `json:"reapClaim,omitempty"` // Requeue, Finalize
-	ID        string             `json:"id,omitempty"`        // InspectRequeue, Remove, Get
-	Expect    uint64             `json:"expect,omitempty"`    // InspectRequeue, Remove
-	Lease     time.Duration      `json:"lease,omitempty"`     // Pop, Extend; claim TTL; recovery delay
-	Limit     int                `json:"limit,omitempty"`     // Promote, Pop, ClaimExpired, RecoverExpired, Prune, List
-	RunAfter  time.Time          `json:"runAfter,omitzero"`   // Retry, Requeue
-	Message   string             `json:"message,omitempty"`   // Fail, Retry, Requeue, Finalize
-	Result    []byte             `json:"result,omitempty"`    // Ack
-	State     model.State        `json:"state,omitempty"`     // List
-	After     string             `json:"after,omitempty"`     // List
-	States    []model.State      `json:"states,omitempty"`    // Prune
-	Before    time.Time          `json:"before,omitzero"`     // Prune
+	Queue     string              `json:"queue"`
+	Op        model.Op            `json:"op"`
+	Enqueue   *model.EnqueueArgs  `json:"enqueue,omitempty"`
+	Claim     *ClaimRef           `json:"claim,omitempty"`     // Extend, Ack, Fail, Retry
+	ReapClaim *ClaimRef           `json:"reapClaim,omitempty"` // Requeue, Finalize
+	ID        string              `json:"id,omitempty"`        // InspectRequeue, Remove, Get
+	Expect    uint64              `json:"expect,omitempty"`    // InspectRequeue, Remove
+	Lease     time.Duration       `json:"lease,omitempty"`     // Pop, Extend; claim TTL; recovery delay
+	Limit     int                 `json:"limit,omitempty"`     // Promote, Pop, ClaimExpired, RecoverExpired, Prune, List
+	RunAfter  time.Time           `json:"runAfter,omitzero"`   // Retry, Requeue
+	Message   string              `json:"message,omitempty"`   // Fail, Retry, Requeue, Finalize
+	Result    []byte              `json:"result,omitempty"`    // Ack
+	State     model.State         `json:"state,omitempty"`     // List
+	After     string              `json:"after,omitempty"`     // List
+	States    []model.State       `json:"states,omitempty"`    // Prune
+	Before    time.Time           `json:"before,omitzero"`     // Prune
+	Batch     []model.EnqueueArgs `json:"batch,omitempty"`     // EnqueueBatch
+	Acks      []AckRef            `json:"acks,omitempty"`      // AckBatch
 
 	// NowCandidates is set only on an indeterminate operation (its outcome is
 	// unknown, so is the clock reading it would have used): every reading the
@@ -52,6 +54,25 @@ type ClaimRef struct {
 	Deadline time.Time `json:"deadline,omitzero"`
 }
 
+// AckRef is one item of an AckBatch: the claim, the queue it names (a store
+// refuses a whole batch that names another queue than its own) and the
+// result.
+type AckRef struct {
+	ClaimRef
+	Queue  string `json:"queue"`
+	Result []byte `json:"result,omitempty"`
+}
+
+// ItemOutput is the answer to one item of a batch: the task, or the kind of
+// error that refused the item (as in Output).
+type ItemOutput struct {
+	Task     *model.Task `json:"task,omitempty"`
+	Err      string      `json:"err,omitempty"`
+	ErrOp    model.Op    `json:"errOp,omitempty"`
+	ErrState model.State `json:"errState,omitempty"`
+	ErrText  string      `json:"errText,omitempty"`
+}
+
 // Output is what a store answered to an Input: the result fields of the op
 // (Now included), or the kind of error. It is the porcupine output of an
 // operation.
@@ -63,6 +84,7 @@ type Output struct {
 	Claims []model.ReapClaim `json:"claims,omitempty"`
 	Counts *model.Counts     `json:"counts,omitempty"`
 	Next   string            `json:"next,omitempty"`
+	Items  []ItemOutput      `json:"items,omitempty"` // EnqueueBatch, AckBatch
 
 	// Err is the kind of a definite error (see ErrorKind), "" for success.
 	Err string `json:"err,omitempty"`
@@ -140,7 +162,39 @@ func (in *Input) modelInput(now time.Time) model.Input {
 	if c := in.ReapClaim; c != nil {
 		m.ReapClaim = model.ReapClaim{Queue: in.Queue, TaskID: c.TaskID, Version: c.Version, Deadline: c.Deadline}
 	}
+	m.Batch = in.Batch
+	if in.Acks != nil {
+		m.Acks = make([]model.AckItem, len(in.Acks))
+		for i, a := range in.Acks {
+			m.Acks[i] = model.AckItem{Claim: model.Claim{Queue: a.Queue, TaskID: a.TaskID, Token: a.Token, Attempt: a.Attempt, Deadline: a.Deadline}, Result: a.Result}
+		}
+	}
 	return m
+}
+
+// itemsMatch reports whether the model's answers to a batch's items are the
+// store's.
+func itemsMatch(m []model.ItemResult, o []ItemOutput) bool {
+	if len(m) != len(o) {
+		return false
+	}
+	for i, it := range m {
+		g := o[i]
+		if it.Err != nil || g.Err != "" {
+			if ErrorKind(it.Err) != g.Err {
+				return false
+			}
+			var te *model.TransitionError
+			if errors.As(it.Err, &te) && (te.Op != g.ErrOp || te.State != g.ErrState) {
+				return false
+			}
+			continue
+		}
+		if g.Task == nil || !it.Task.Equal(*g.Task) {
+			return false
+		}
+	}
+	return true
 }
 
 // matches reports whether the model's output m is the store's output o.
@@ -169,7 +223,7 @@ func matches(m model.Output, o *Output) bool {
 		return false
 	}
 	return slices.EqualFunc(m.Tasks, o.Tasks, model.Task.Equal) &&
-		slices.Equal(m.IDs, o.IDs) && m.Next == o.Next &&
+		slices.Equal(m.IDs, o.IDs) && m.Next == o.Next && itemsMatch(m.Items, o.Items) &&
 		slices.EqualFunc(m.ReapClaims, o.Claims, reapEqual)
 }
 
@@ -326,6 +380,18 @@ func describeCall(in *Input, epoch time.Time) string {
 			add("after=%s", in.After)
 		}
 		add("limit=%d", in.Limit)
+	case model.OpEnqueueBatch:
+		for _, e := range in.Batch {
+			add("%s", e.ID)
+		}
+	case model.OpAckBatch:
+		for _, a := range in.Acks {
+			if a.Queue != in.Queue {
+				add("%s/%s:token=%d", a.Queue, a.TaskID, a.Token)
+			} else {
+				add("%s:token=%d", a.TaskID, a.Token)
+			}
+		}
 	case model.OpPrune:
 		add("%v", in.States)
 		add("before=%s", at(in.Before, epoch))
@@ -370,6 +436,16 @@ func describeOp(in *Input, out *Output, epoch time.Time) string {
 	}
 	if out.Next != "" {
 		res = append(res, "next="+out.Next)
+	}
+	for _, it := range out.Items {
+		switch {
+		case it.Task != nil:
+			res = append(res, describeTask(*it.Task, epoch))
+		case it.Err == "invalid_transition":
+			res = append(res, fmt.Sprintf("error invalid transition: %v from %v", it.ErrOp, it.ErrState))
+		default:
+			res = append(res, "error "+it.Err)
+		}
 	}
 	if len(res) == 0 {
 		res = append(res, "none")

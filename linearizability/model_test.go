@@ -42,6 +42,7 @@ func (b *builder) do(client int, call, ret int64, in Input) *Operation {
 			out.Task = &t
 		}
 		out.Tasks, out.IDs, out.Claims, out.Next = m.Tasks, m.IDs, m.ReapClaims, m.Next
+		out.Items = itemOutputs(m.Items)
 		if in.Op == model.OpCounts {
 			out.Counts = &m.Counts
 		}

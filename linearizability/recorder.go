@@ -3,6 +3,7 @@ package linearizability
 import (
 	"bytes"
 	"context"
+	"errors"
 	"math"
 	"slices"
 	"sync"
@@ -332,6 +333,52 @@ func (c *Client) Remove(ctx context.Context, p core.InspectParams) (core.TaskRes
 func (c *Client) Prune(ctx context.Context, p core.PruneParams) (core.IDsResult, error) {
 	in := Input{Queue: p.Queue, Op: model.OpPrune, States: slices.Clone(p.States), Before: p.Before, Limit: p.Limit}
 	return record(c, in, func() (core.IDsResult, error) { return c.s.Prune(ctx, p) }, idsOut)
+}
+
+// errNoBatch is returned, unrecorded, by a batch call through a Client whose
+// store does not implement core.BatchStore.
+var errNoBatch = errors.New("linearizability: the store does not implement core.BatchStore")
+
+func batchOut(o *Output, r core.BatchResult) {
+	o.Now = r.Now
+	o.Items = make([]ItemOutput, len(r.Items))
+	for i, it := range r.Items {
+		if it.Err != nil {
+			var eo Output
+			eo.setError(it.Err)
+			o.Items[i] = ItemOutput{Err: eo.Err, ErrOp: eo.ErrOp, ErrState: eo.ErrState, ErrText: eo.ErrText}
+			continue
+		}
+		t := cloneTask(it.Task)
+		o.Items[i].Task = &t
+	}
+}
+
+// EnqueueBatch implements core.BatchStore when the wrapped store does.
+func (c *Client) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (core.BatchResult, error) {
+	bs, ok := c.s.(core.BatchStore)
+	if !ok {
+		return core.BatchResult{}, errNoBatch
+	}
+	in := Input{Queue: p.Queue, Op: model.OpEnqueueBatch, Batch: make([]model.EnqueueArgs, len(p.Tasks))}
+	for i, a := range p.Tasks {
+		a.Payload = bytes.Clone(a.Payload)
+		in.Batch[i] = a
+	}
+	return record(c, in, func() (core.BatchResult, error) { return bs.EnqueueBatch(ctx, p) }, batchOut)
+}
+
+// AckBatch implements core.BatchStore when the wrapped store does.
+func (c *Client) AckBatch(ctx context.Context, p core.AckBatchParams) (core.BatchResult, error) {
+	bs, ok := c.s.(core.BatchStore)
+	if !ok {
+		return core.BatchResult{}, errNoBatch
+	}
+	in := Input{Queue: p.Queue, Op: model.OpAckBatch, Acks: make([]AckRef, len(p.Acks))}
+	for i, a := range p.Acks {
+		in.Acks[i] = AckRef{ClaimRef: *claimRef(a.Claim), Queue: a.Claim.Queue, Result: bytes.Clone(a.Result)}
+	}
+	return record(c, in, func() (core.BatchResult, error) { return bs.AckBatch(ctx, p) }, batchOut)
 }
 
 // Close closes the wrapped store; it is not recorded.
