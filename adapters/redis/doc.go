@@ -21,13 +21,15 @@
 //	P{q}:running         zset    Running IDs, score deadline (µs)
 //	P{q}:finished        zset    Succeeded and Failed IDs, score finished_at (µs)
 //	P{q}:ids:<state>     zset    the IDs of one state, all at score 0, for List
+//	P{q}:req:<request>   string  a queue-level call's answer, for 30 s (see Retransmissions)
 //
 // A task hash holds every field of model.Task: payload, priority, state (its
 // name), attempt, max_attempts, version, token (the ClaimToken), enqueued_at,
 // run_after, claimed_at, deadline, finished_at (µs since the epoch as decimal
 // strings, "" for the zero time, which therefore stays the zero time),
 // errors (the history, entries "<attempt> <at> <0|1> <length>:<message>"
-// back to back, 1 marking a lease expiry) and result.
+// back to back, 1 marking a lease expiry) and result, and the request IDs
+// of the last write (req) and of the Enqueue that made it (origin).
 //
 // The score of a Ready task orders by priority, highest first, then by the
 // version stamped when the task became Ready: the order of Pop. It is exact
@@ -86,6 +88,44 @@
 // the sequence is never reset), so the stale decision is refused with
 // core.ErrStaleClaim and the task keeps what its last rightful owner wrote.
 // Check and write are one script, so nothing can come between them.
+//
+// # Retransmissions: every call takes effect at most once
+//
+// A client may send a command again when its connection drops after the
+// server ran it: go-redis does, up to MaxRetries (3 by default) times. The
+// store guarantees that every Store call takes effect at most once, and
+// that a retransmission of a call is answered with the call's own answer;
+// in particular a call that took effect is never answered with a typed
+// refusal, and a call that never reached the server comes back as a
+// transport error, never a typed one.
+//
+// Each call that writes carries a request ID, drawn by the store per call
+// (a random base unique to the Store and a counter), as the last argument
+// of its script, so a client's retransmission carries the same ID:
+//
+//   - A call on one task (Enqueue, Extend, Ack, Fail, Retry, Requeue,
+//     Finalize, InspectRequeue) writes its request ID into the task's hash
+//     (field req) in the same write as the rest. A call that finds the task
+//     carrying its own request ID was applied, and nothing has touched the
+//     task since (every later write replaces req): it answers success with
+//     the task as stored and writes nothing. A new task also keeps its
+//     Enqueue's request ID (field origin), so an Enqueue sent again is
+//     answered with its task even after another call changed it.
+//   - Remove and the queue-level calls (Pop, ClaimExpired, Promote,
+//     RecoverExpired, Prune, EnqueueBatch, AckBatch) that change something
+//     remember their answer compactly under P{q}:req:<request ID> (a
+//     declared key of the queue's slot) for 30 seconds: the IDs of their
+//     tasks (per item codes for the batches, the removed task for Remove).
+//     Sent again, such a call rebuilds its answer from it: each task that
+//     still carries the request ID (for a batch item, each task it added or
+//     acknowledged, as stored). A client sends again within its retries
+//     (go-redis: MaxRetries times the read timeout plus a backoff, about
+//     11 s at its defaults), well inside the 30 s.
+//   - Reads need nothing.
+//
+// A call sent again after a later call changed its tasks is answered from
+// the store as it is: a Pop or a claim whose task was since decided omits
+// it; a batch whose added task was since removed is a (non-typed) error.
 //
 // # Time
 //
