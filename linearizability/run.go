@@ -107,6 +107,11 @@ type Failure struct {
 	// run's); Elapsed the time since the run started when it was found.
 	After   int
 	Elapsed time.Duration
+	// Properties are the runtime properties the history broke (RunRuntime
+	// only; Result is then porcupine's verdict, Ok if it was linearizable),
+	// and RuntimePlan its plan (Plan is nil).
+	Properties  []Violation
+	RuntimePlan *RuntimePlan
 }
 
 // Run draws plans with rapid, executes each against a fresh backend,

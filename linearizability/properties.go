@@ -1,0 +1,617 @@
+package linearizability
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/model"
+)
+
+// Violation is a runtime property a history broke.
+type Violation struct {
+	Property string `json:"property"`
+	Detail   string `json:"detail"`
+}
+
+// String shows the violation as "property: detail".
+func (v Violation) String() string { return v.Property + ": " + v.Detail }
+
+// Property is one rule the runtime mode checks on every history, besides
+// linearizability.
+type Property struct {
+	// Name names the property in reports ("no-bypass").
+	Name string
+	// Rule is the rule it pins, in one sentence.
+	Rule  string
+	check func(*runtimeCase) []string
+}
+
+// RuntimeProperties are the properties CheckRuntime checks, each written
+// once, below.
+var RuntimeProperties = []Property{
+	{"no-bypass", "a worker or broker never issues an operator op, and decides only through a claim its own Pop or ClaimExpired returned", noBypass},
+	{"handler-outcome", "the outcome a worker records is the one its handler returned, as the retry policy says", handlerOutcome},
+	{"heartbeat-lease", "every Extend carries the worker's lease, and a worker whose heartbeats reach the store in time never loses its claim", heartbeatLease},
+	{"pass-decides-expired", "a broker pass claims until none is left expired, across batches, and decides each task it claimed", passDecidesExpired},
+	{"store-clock-delays", "a broker decides as its policy says, its delay measured from the store's reading in ClaimExpired; a worker's retry delay from a reading no earlier than its claim", storeClockDelays},
+	{"quiescence", "once producers stop and time passes, every task not removed is terminal, and each Succeeded task had exactly one accepted Ack, with its claim's token", quiescence},
+}
+
+// CheckRuntime checks the runtime properties on a history of plan p and
+// returns the violations, none when it passes.
+func CheckRuntime(p *RuntimePlan, rh *RuntimeHistory) []Violation {
+	c := newRuntimeCase(p, rh)
+	var out []Violation
+	for _, prop := range RuntimeProperties {
+		for _, d := range prop.check(c) {
+			out = append(out, Violation{Property: prop.Name, Detail: d})
+		}
+	}
+	return out
+}
+
+// --- the properties ----------------------------------------------------------
+
+// noBypass pins "no component bypasses a claim": a worker or broker issues
+// only its own ops (never InspectRequeue, Remove or another operator op),
+// every decision of a worker carries the claim of a task its own Pop
+// returned, and every decision of a broker the ReapClaim its own
+// ClaimExpired returned. A broker that, refused as stale, falls back on an
+// unconditional operator requeue breaks it.
+func noBypass(c *runtimeCase) []string {
+	var out []string
+	for actor, ops := range c.byActor {
+		role := roleOf(actor)
+		if role != "worker" && role != "broker" {
+			continue
+		}
+		popped := map[claimID]bool{}
+		reaped := map[claimID]bool{}
+		for _, op := range ops {
+			switch op.Input.Op {
+			case model.OpPop:
+				for _, t := range op.Output.Tasks {
+					popped[claimID{t.ID, t.ClaimToken}] = true
+				}
+			case model.OpClaimExpired:
+				for _, rc := range op.Output.Claims {
+					reaped[claimID{rc.TaskID, rc.Version}] = true
+				}
+			}
+		}
+		allowed := workerOps
+		if role == "broker" {
+			allowed = brokerOps
+		}
+		for _, op := range ops {
+			if !slices.Contains(allowed, op.Input.Op) {
+				out = append(out, fmt.Sprintf("%s issued %s", actor, describeCall(&op.Input, c.epoch)))
+				continue
+			}
+			for _, d := range decisionsOf(op) {
+				if d.worker && !popped[claimID{d.task, d.token}] {
+					out = append(out, fmt.Sprintf("%s decided %s with token %d, which no Pop of its own returned", actor, d.task, d.token))
+				}
+				if !d.worker && !reaped[claimID{d.task, d.token}] {
+					out = append(out, fmt.Sprintf("%s decided %s with version %d, which no ClaimExpired of its own returned", actor, d.task, d.token))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// handlerOutcome pins "the outcome recorded is the one the handler
+// returned": a nil error is an Ack with the handler's result; an error (with
+// or without a result) and a panic are a failed attempt, a Retry or a Fail
+// as the worker's retry policy says; a Permanent error is a Fail. A worker
+// decides a claim only after its handler returned, except when it gives an
+// unfinished task back at shutdown, and records every outcome unless its
+// claim was superseded first.
+func handlerOutcome(c *runtimeCase) []string {
+	var out []string
+	decided := map[claimKey]bool{}
+	for actor, ops := range c.byActor {
+		if roleOf(actor) != "worker" {
+			continue
+		}
+		spec := c.plan.Workers[indexOf(actor)]
+		for _, op := range ops {
+			for _, d := range decisionsOf(op) {
+				if d.kind == model.OpExtend {
+					continue
+				}
+				key := claimKey{actor, d.task, d.token}
+				decided[key] = true
+				inv := c.inv[key]
+				if d.kind == model.OpRetry && d.message == core.ErrWorkerStopped.Error() && d.runAfter.IsZero() && op.Call >= c.rh.StopAt {
+					continue // given back at shutdown
+				}
+				switch {
+				case inv == nil:
+					out = append(out, fmt.Sprintf("%s recorded %v for %s token %d, whose handler never ran", actor, d.kind, d.task, d.token))
+					continue
+				case !inv.Returned && !inv.Panicked || inv.End > op.Call:
+					out = append(out, fmt.Sprintf("%s recorded %v for %s token %d before its handler returned", actor, d.kind, d.task, d.token))
+					continue
+				}
+				want, why := c.expectedOutcome(spec, inv)
+				if d.kind != want {
+					out = append(out, fmt.Sprintf("%s recorded %v for %s token %d; the handler %s, so %v was due", actor, d.kind, d.task, d.token, why, want))
+					continue
+				}
+				switch {
+				case want == model.OpAck && !bytes.Equal(d.result, inv.Result):
+					out = append(out, fmt.Sprintf("%s acked %s token %d with result %q; the handler returned %q", actor, d.task, d.token, d.result, inv.Result))
+				case want != model.OpAck && inv.Panicked && !strings.HasPrefix(d.message, "panic: "):
+					out = append(out, fmt.Sprintf("%s recorded the panic of %s token %d as %q", actor, d.task, d.token, d.message))
+				case want != model.OpAck && inv.Returned && d.message != inv.Err:
+					out = append(out, fmt.Sprintf("%s recorded %s token %d with message %q; the handler returned %q", actor, d.task, d.token, d.message, inv.Err))
+				}
+			}
+		}
+	}
+	for _, inv := range c.rh.Invocations {
+		key := claimKey{inv.Worker, inv.TaskID, inv.Token}
+		if decided[key] || !inv.Returned && !inv.Panicked || c.superseded[key] {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s recorded nothing for %s token %d, whose handler returned (%s) while its claim held", inv.Worker, inv.TaskID, inv.Token, inv.Behaviour.Kind))
+	}
+	return out
+}
+
+// heartbeatLease pins "a worker whose heartbeats reach the store in time
+// never loses its lease, and every Extend carries the worker's configured
+// lease": an Extend for any other duration (the heartbeat interval, say) is
+// a violation; so is a worker op on a claim refused as stale although every
+// earlier op on the claim reached the store before the deadline the one
+// before it set, the refused op was sent before that deadline too, and no
+// operator acted on the task.
+func heartbeatLease(c *runtimeCase) []string {
+	var out []string
+	for actor, ops := range c.byActor {
+		if roleOf(actor) != "worker" {
+			continue
+		}
+		spec := c.plan.Workers[indexOf(actor)]
+		deadline := map[claimID]time.Time{} // the claim is held in time until then
+		for _, op := range ops {
+			if op.Input.Op == model.OpExtend && op.Input.Lease != spec.Lease {
+				out = append(out, fmt.Sprintf("%s extended %s for %s; its lease is %s", actor, op.Input.Claim.TaskID, ms(op.Input.Lease), ms(spec.Lease)))
+			}
+			if op.Input.Op == model.OpPop {
+				for _, t := range op.Output.Tasks {
+					deadline[claimID{t.ID, t.ClaimToken}] = t.Deadline
+				}
+				continue
+			}
+			for _, d := range decisionsOf(op) {
+				if !d.worker {
+					continue
+				}
+				id := claimID{d.task, d.token}
+				dl, held := deadline[id]
+				if !held {
+					continue
+				}
+				switch {
+				case d.indeterminate:
+					// If it took effect the deadline only moved later.
+				case d.refused == "stale_claim" || d.refused == "invalid_transition":
+					delete(deadline, id)
+					if c.readingBefore(op.Return).Before(dl) && !c.operatorActed(d.task, op.Return) {
+						out = append(out, fmt.Sprintf("%s lost its claim on %s token %d (%v refused: %s) while it held the lease until %s and no operator acted",
+							actor, d.task, d.token, d.kind, d.refused, at(dl, c.epoch)))
+					}
+				case d.refused != "":
+					delete(deadline, id)
+				case !d.now.Before(dl) || d.kind != model.OpExtend:
+					delete(deadline, id) // late, or decided: no longer held in time
+				default:
+					deadline[id] = d.taskOut.Deadline
+				}
+			}
+		}
+	}
+	return out
+}
+
+// passDecidesExpired pins "a broker pass decides every task that was expired
+// when it started, across all batches": within one pass over the queue (a
+// Promote starts it), the broker calls ClaimExpired until a call returns
+// fewer claims than its limit, and decides each task it claimed, unless a
+// store call of the pass failed in transport or the pass was cut short by
+// the broker's shutdown. A reaper that stops after its first batch breaks
+// it.
+func passDecidesExpired(c *runtimeCase) []string {
+	var out []string
+	for actor, ops := range c.byActor {
+		if roleOf(actor) != "broker" {
+			continue
+		}
+		for _, pass := range passes(ops) {
+			last := pass[len(pass)-1]
+			if last.Return >= c.rh.StopAt {
+				continue // cancelled with the broker
+			}
+			transport := false
+			var claims []model.ReapClaim
+			var lastClaim *Operation
+			decided := map[claimID]bool{}
+			for _, op := range pass {
+				o := &op.Output
+				if o.Indeterminate || o.Err != "" && o.Err != "stale_claim" && o.Err != "invalid_transition" {
+					transport = true
+				}
+				switch op.Input.Op {
+				case model.OpClaimExpired:
+					lastClaim = op
+					claims = append(claims, o.Claims...)
+				case model.OpRequeue, model.OpFinalize:
+					decided[claimID{op.Input.ReapClaim.TaskID, op.Input.ReapClaim.Version}] = true
+				}
+			}
+			if transport {
+				continue
+			}
+			start := at(pass[0].Output.Now, c.epoch)
+			switch {
+			case lastClaim == nil:
+				out = append(out, fmt.Sprintf("%s: the pass from %s never claimed expired tasks", actor, start))
+			case lastClaim.Input.Limit > 0 && len(lastClaim.Output.Claims) >= lastClaim.Input.Limit:
+				out = append(out, fmt.Sprintf("%s: the pass from %s stopped after a full batch of %d claims; expired tasks may be left", actor, start, len(lastClaim.Output.Claims)))
+			}
+			for _, rc := range claims {
+				if !decided[claimID{rc.TaskID, rc.Version}] {
+					out = append(out, fmt.Sprintf("%s: the pass from %s claimed %s (version %d) and never decided it", actor, start, rc.TaskID, rc.Version))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// storeClockDelays pins "delays are measured on the store's clock reading":
+// a broker's Requeue has RunAfter = the Now of the ClaimExpired result that
+// claimed the task plus its policy's delay (no RunAfter for no delay), and
+// it requeues exactly when its policy retries (Finalize otherwise); a
+// worker's Retry has RunAfter = a reading of the store's clock (the
+// worker's clock is that clock in the harness) no earlier than the store's
+// last answer on the claim and no later than the Retry's own, plus the
+// policy's delay. A broker that measures from its own (skewed) clock breaks
+// it.
+func storeClockDelays(c *runtimeCase) []string {
+	var out []string
+	for actor, ops := range c.byActor {
+		switch roleOf(actor) {
+		case "broker":
+			spec := c.plan.Brokers[indexOf(actor)]
+			claimed := map[claimID]struct {
+				now  time.Time
+				task model.Task
+			}{}
+			for _, op := range ops {
+				switch op.Input.Op {
+				case model.OpClaimExpired:
+					for _, rc := range op.Output.Claims {
+						claimed[claimID{rc.TaskID, rc.Version}] = struct {
+							now  time.Time
+							task model.Task
+						}{op.Output.Now, rc.Task}
+					}
+				case model.OpRequeue, model.OpFinalize:
+					rc := op.Input.ReapClaim
+					cl, ok := claimed[claimID{rc.TaskID, rc.Version}]
+					if !ok {
+						continue // no-bypass reports it
+					}
+					delay, retry := spec.Policy.Policy()(cl.task, core.ErrLeaseExpired)
+					if retry != (op.Input.Op == model.OpRequeue) {
+						out = append(out, fmt.Sprintf("%s decided %v for %s (attempt %d of %d); its policy says retry=%v", actor, op.Input.Op, rc.TaskID, cl.task.Attempt, cl.task.MaxAttempts, retry))
+						continue
+					}
+					if !retry {
+						continue
+					}
+					var want time.Time
+					if delay > 0 {
+						want = cl.now.Add(delay).Truncate(time.Microsecond)
+					}
+					if !op.Input.RunAfter.Equal(want) {
+						out = append(out, fmt.Sprintf("%s requeued %s to run after %s; the store claimed it at %s and the policy's delay is %s, so %s",
+							actor, rc.TaskID, at(op.Input.RunAfter, c.epoch), at(cl.now, c.epoch), ms(delay), at(want, c.epoch)))
+					}
+				}
+			}
+		case "worker":
+			spec := c.plan.Workers[indexOf(actor)]
+			seen := map[claimID]time.Time{} // the store's latest answer on the claim
+			for _, op := range ops {
+				if op.Input.Op == model.OpPop {
+					for _, t := range op.Output.Tasks {
+						seen[claimID{t.ID, t.ClaimToken}] = op.Output.Now
+					}
+					continue
+				}
+				for _, d := range decisionsOf(op) {
+					id := claimID{d.task, d.token}
+					if d.kind == model.OpExtend {
+						if d.ok() {
+							seen[id] = d.now
+						}
+						continue
+					}
+					inv := c.inv[claimKey{actor, d.task, d.token}]
+					if d.kind != model.OpRetry || inv == nil || d.message == core.ErrWorkerStopped.Error() {
+						continue
+					}
+					delay, _ := spec.Policy.Policy()(model.Task{Attempt: inv.Attempt, MaxAttempts: c.tasks[d.task].MaxAttempts}, errHandler)
+					if delay == 0 {
+						if !d.runAfter.IsZero() {
+							out = append(out, fmt.Sprintf("%s retried %s to run after %s; its policy has no delay", actor, d.task, at(d.runAfter, c.epoch)))
+						}
+						continue
+					}
+					from := d.runAfter.Add(-delay)
+					if lo := seen[id]; from.Before(lo) || d.ok() && from.After(d.now) {
+						out = append(out, fmt.Sprintf("%s retried %s to run after %s = %s + %s; the store's clock read %s when it last answered on the claim and %s at the Retry",
+							actor, d.task, at(d.runAfter, c.epoch), at(from, c.epoch), ms(delay), at(lo, c.epoch), at(d.now, c.epoch)))
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// quiescence pins "at quiescence every task not removed is terminal, and
+// each Succeeded task had exactly one accepted Ack (or AckBatch item),
+// whose token is its claim's": once the producer stopped and time passed,
+// every component stopped when told to, the final listing holds no
+// Scheduled, Ready or Running task, and since the last operator requeue of
+// a Succeeded task exactly one Ack of it was accepted, with the token the
+// task holds (or, when that Ack's answer was lost, none was and an
+// indeterminate one carried that token).
+func quiescence(c *runtimeCase) []string {
+	var out []string
+	if !c.rh.Drained {
+		out = append(out, "tasks were left unfinished: "+c.rh.Left)
+	}
+	if !c.rh.Stopped {
+		out = append(out, "workers or brokers did not return within "+ms(stopBudget+time.Second)+" of being told to stop")
+		return out
+	}
+	for _, t := range c.rh.Final {
+		if t.State != model.Succeeded && t.State != model.Failed {
+			out = append(out, fmt.Sprintf("%s is %v at the end", t.ID, t.State))
+		}
+		if t.State != model.Succeeded {
+			continue
+		}
+		var since uint64 // the version of the last operator requeue
+		open := false    // an operator requeue whose outcome is unknown
+		for _, op := range c.ops {
+			if op.Input.Op == model.OpInspectRequeue && op.Input.ID == t.ID {
+				switch {
+				case op.Output.Indeterminate:
+					open = true
+				case op.Output.Err == "" && op.Output.Task != nil:
+					since = max(since, op.Output.Task.Version)
+				}
+			}
+		}
+		accepted, lost := 0, 0
+		for _, op := range c.ops {
+			for _, d := range decisionsOf(op) {
+				if d.kind != model.OpAck || d.task != t.ID {
+					continue
+				}
+				switch {
+				case d.ok() && d.taskOut.Version > since:
+					accepted++
+					if d.token != t.ClaimToken {
+						out = append(out, fmt.Sprintf("%s was acked with token %d; its claim's token is %d", t.ID, d.token, t.ClaimToken))
+					}
+				case d.indeterminate && d.token == t.ClaimToken:
+					lost++
+				}
+			}
+		}
+		switch {
+		case open:
+		case accepted > 1:
+			out = append(out, fmt.Sprintf("%s is Succeeded with %d accepted Acks", t.ID, accepted))
+		case accepted == 0 && lost == 0:
+			out = append(out, fmt.Sprintf("%s is Succeeded with no Ack of token %d", t.ID, t.ClaimToken))
+		}
+	}
+	return out
+}
+
+// --- what the properties read ------------------------------------------------
+
+var (
+	workerOps = []model.Op{model.OpPop, model.OpExtend, model.OpAck, model.OpFail, model.OpRetry, model.OpAckBatch}
+	brokerOps = []model.Op{model.OpPromote, model.OpClaimExpired, model.OpRequeue, model.OpFinalize, model.OpRecoverExpired}
+)
+
+type claimID struct {
+	task  string
+	token uint64 // a worker claim's token, a broker claim's version
+}
+
+type claimKey struct {
+	actor, task string
+	token       uint64
+}
+
+// runtimeCase is a history arranged for the properties.
+type runtimeCase struct {
+	plan    *RuntimePlan
+	rh      *RuntimeHistory
+	epoch   time.Time
+	ops     []*Operation            // in call order
+	byActor map[string][]*Operation // in call order
+	inv     map[claimKey]*Invocation
+	tasks   map[string]RuntimeTask
+	// superseded: the worker was told its claim no longer holds (a refused
+	// Extend or decision), so it records nothing more for it.
+	superseded map[claimKey]bool
+}
+
+func newRuntimeCase(p *RuntimePlan, rh *RuntimeHistory) *runtimeCase {
+	c := &runtimeCase{plan: p, rh: rh, epoch: rh.History.Epoch, byActor: map[string][]*Operation{},
+		inv: map[claimKey]*Invocation{}, tasks: map[string]RuntimeTask{}, superseded: map[claimKey]bool{}}
+	for i := range rh.History.Operations {
+		op := &rh.History.Operations[i]
+		c.ops = append(c.ops, op)
+		c.byActor[op.Actor] = append(c.byActor[op.Actor], op)
+	}
+	for i := range rh.Invocations {
+		inv := &rh.Invocations[i]
+		c.inv[claimKey{inv.Worker, inv.TaskID, inv.Token}] = inv
+	}
+	for _, t := range p.Tasks {
+		c.tasks[t.ID] = t
+	}
+	for _, op := range c.ops {
+		for _, d := range decisionsOf(op) {
+			if d.worker && (d.refused == "stale_claim" || d.refused == "invalid_transition") {
+				c.superseded[claimKey{op.Actor, d.task, d.token}] = true
+			}
+		}
+	}
+	return c
+}
+
+// expectedOutcome is the decision a worker owes the invocation's outcome.
+func (c *runtimeCase) expectedOutcome(spec WorkerSpec, inv *Invocation) (model.Op, string) {
+	var err error
+	switch {
+	case inv.Panicked:
+		err = &core.PanicError{Value: "generated"}
+	case inv.Err == "":
+		return model.OpAck, "returned a nil error"
+	case inv.Permanent:
+		return model.OpFail, "returned a Permanent error"
+	default:
+		err = errHandler
+	}
+	t := model.Task{Attempt: inv.Attempt, MaxAttempts: c.tasks[inv.TaskID].MaxAttempts}
+	if _, retry := spec.Policy.Policy()(t, err); retry {
+		return model.OpRetry, fmt.Sprintf("failed attempt %d of %d", inv.Attempt, t.MaxAttempts)
+	}
+	return model.OpFail, fmt.Sprintf("failed its last attempt (%d of %d)", inv.Attempt, t.MaxAttempts)
+}
+
+// readingBefore returns the latest reading of the stores' clock taken
+// before recorder time at (the zero time if none): an op that returned by
+// then read no later time.
+func (c *runtimeCase) readingBefore(at int64) time.Time {
+	var latest time.Time
+	for _, rd := range c.rh.Readings {
+		if rd.At <= at && rd.Now.After(latest) {
+			latest = rd.Now
+		}
+	}
+	return latest
+}
+
+// operatorActed reports whether an operator requeue or remove of the task
+// was called before recorder time at and may have taken effect.
+func (c *runtimeCase) operatorActed(task string, before int64) bool {
+	for _, op := range c.ops {
+		if (op.Input.Op == model.OpInspectRequeue || op.Input.Op == model.OpRemove) && op.Input.ID == task &&
+			op.Call < before && (op.Output.Err == "" || op.Output.Indeterminate) {
+			return true
+		}
+	}
+	return false
+}
+
+// decision is one claim an operation decides (or extends): a worker's
+// Extend, Ack, Fail, Retry or AckBatch item, a broker's Requeue or
+// Finalize.
+type decision struct {
+	kind     model.Op
+	worker   bool
+	task     string
+	token    uint64 // token of a worker claim, version of a broker claim
+	result   []byte
+	message  string
+	runAfter time.Time
+	// The answer: refused is the error kind of a definite refusal;
+	// indeterminate an unknown outcome; else taskOut and now.
+	refused       string
+	indeterminate bool
+	taskOut       model.Task
+	now           time.Time
+}
+
+func (d decision) ok() bool { return d.refused == "" && !d.indeterminate }
+
+// decisionsOf returns the claims op decides.
+func decisionsOf(op *Operation) []decision {
+	in, o := &op.Input, &op.Output
+	answer := func(d decision) decision {
+		d.refused, d.indeterminate, d.now = o.Err, o.Indeterminate, o.Now
+		if o.Task != nil {
+			d.taskOut = *o.Task
+		}
+		return d
+	}
+	switch in.Op {
+	case model.OpExtend, model.OpAck, model.OpFail, model.OpRetry:
+		if in.Claim == nil {
+			return nil
+		}
+		return []decision{answer(decision{kind: in.Op, worker: true, task: in.Claim.TaskID, token: in.Claim.Token,
+			result: in.Result, message: in.Message, runAfter: in.RunAfter})}
+	case model.OpRequeue, model.OpFinalize:
+		if in.ReapClaim == nil {
+			return nil
+		}
+		return []decision{answer(decision{kind: in.Op, task: in.ReapClaim.TaskID, token: in.ReapClaim.Version,
+			message: in.Message, runAfter: in.RunAfter})}
+	case model.OpAckBatch:
+		return batchAcks(op)
+	}
+	return nil
+}
+
+// passes splits a broker's ops into its passes over a queue: a pass starts
+// with the Promote calls that follow any other op.
+func passes(ops []*Operation) [][]*Operation {
+	var out [][]*Operation
+	for i, op := range ops {
+		if op.Input.Op == model.OpPromote && (i == 0 || ops[i-1].Input.Op != model.OpPromote) || len(out) == 0 {
+			out = append(out, nil)
+		}
+		out[len(out)-1] = append(out[len(out)-1], op)
+	}
+	return out
+}
+
+// roleOf returns "worker" of "worker 2".
+func roleOf(actor string) string {
+	role, _, _ := strings.Cut(actor, " ")
+	return role
+}
+
+// indexOf returns 2 of "worker 2".
+func indexOf(actor string) int {
+	_, n, _ := strings.Cut(actor, " ")
+	i := 0
+	fmt.Sscan(n, &i)
+	return i
+}
+
+// batchAcks returns the items of an AckBatch as worker Ack decisions.
+func batchAcks(op *Operation) []decision {
+	return nil
+}

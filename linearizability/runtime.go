@@ -1,0 +1,457 @@
+package linearizability
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/model"
+)
+
+// RuntimeHistory is what the runtime mode records of one plan: the store
+// history porcupine checks (History, which `leasehold check --replay`
+// reads), and what the runtime properties need besides: every handler
+// invocation, every reading of the stores' clock, and how the run ended.
+type RuntimeHistory struct {
+	History     *History     `json:"history"`
+	Invocations []Invocation `json:"invocations"`
+	// Readings are the stores' clock readings (recorder time, reading).
+	Readings []Reading `json:"readings"`
+	// StopAt is when the controller began to stop the components
+	// (recorder time); ops after it may be cut short by cancellation.
+	StopAt int64 `json:"stopAt"`
+	// Drained: once the producer was done, every task left became terminal
+	// within the drain budget. Stopped: every worker and broker returned
+	// when told to stop.
+	Drained bool `json:"drained"`
+	Stopped bool `json:"stopped"`
+	// Final is every task of the queue once all had stopped, as a recorded
+	// inspector listed them.
+	Final []model.Task `json:"final"`
+	// Left describes what was not terminal when the drain budget ran out.
+	Left string `json:"left,omitempty"`
+}
+
+// Reading is one reading of the stores' clock.
+type Reading struct {
+	At  int64     `json:"at"`
+	Now time.Time `json:"now"`
+}
+
+// readingsCopy returns the recorder's clock readings.
+func (r *Recorder) readingsCopy() []Reading {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Reading, len(r.readings))
+	for i, rd := range r.readings {
+		out[i] = Reading{At: rd.at, Now: rd.now}
+	}
+	return out
+}
+
+// Budgets of a runtime history.
+const (
+	// settleWindow is how long no store call must have started or ended
+	// before the controller moves the fake clock; settleMax bounds the
+	// wait, so a stalled call sees time pass.
+	settleWindow = 300 * time.Microsecond
+	settleMax    = 3 * time.Millisecond
+	// drainBudget bounds the time (fake or real) the components get to
+	// finish every task once the producer is done; stopBudget the time
+	// they get to return once told to stop.
+	drainBudget = 3 * time.Second
+	stopBudget  = 2 * time.Second
+)
+
+// ExecuteRuntime runs a runtime plan against a fresh backend from f: the
+// plan's workers, brokers, producer and operator, each a real core
+// component over a store of its own from the backend, every call recorded
+// under the component's name. After the plan's ticks it drains (time
+// passes until every task is terminal), stops every component, and lists
+// the queue's tasks through a recorded inspector. It returns an error when
+// the backend cannot be made, a component cannot be built, or ctx ends.
+func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHistory, error) {
+	rec := NewRecorder()
+	var base core.Clock = core.SystemClock{}
+	var fake *core.FakeClock
+	if p.Mode == FakeTime {
+		fake = core.NewFakeClock(FakeEpoch)
+		base = fake
+	}
+	epoch := base.Now()
+	be, err := f(&recordingClock{Clock: base, r: rec, every: p.StallEvery, from: p.StallFrom, stall: ClockStall}, 0)
+	if err != nil {
+		return nil, fmt.Errorf("linearizability: backend: %w", err)
+	}
+	if be.Close != nil {
+		defer be.Close()
+	}
+	faults := map[string][]CallFault{}
+	for _, cf := range p.Faults {
+		faults[cf.Component] = append(faults[cf.Component], cf)
+	}
+	act := &activity{}
+	var closers []core.Store
+	defer func() {
+		for _, s := range closers {
+			_ = s.Close()
+		}
+	}()
+	open := func(name string) (core.Store, error) {
+		s, err := be.Client()
+		if err != nil {
+			return nil, fmt.Errorf("linearizability: backend client: %w", err)
+		}
+		cs := newComponentStore(rec, name, newFaultLayer(s, faults[name]), act)
+		closers = append(closers, cs)
+		return cs, nil
+	}
+	peek, err := be.Client() // unrecorded: the controller's view of the counts
+	if err != nil {
+		return nil, fmt.Errorf("linearizability: backend client: %w", err)
+	}
+	closers = append(closers, peek)
+
+	h := newHandlers(p, base, rec)
+	x := &runtimeRun{plan: p, rec: rec, fake: fake, act: act, h: h}
+	for i, ws := range p.Workers {
+		s, err := open(workerName(i))
+		if err != nil {
+			return nil, err
+		}
+		opts := []core.WorkerOption{
+			core.WithClock(base), core.WithConcurrency(ws.Concurrency), core.WithLease(ws.Lease),
+			core.WithPollInterval(ws.PollMin, ws.PollMax), core.WithShutdownTimeout(ws.Shutdown),
+			core.WithRetryPolicy(ws.Policy.Policy()),
+		}
+		if ws.Heartbeat > 0 {
+			opts = append(opts, core.WithHeartbeat(ws.Heartbeat))
+		}
+		if ws.Batch > 0 {
+			opts = append(opts, core.WithBatchSize(ws.Batch))
+		}
+		w, err := core.NewWorker(s, p.Queue, h.handler(workerName(i)), opts...)
+		if err != nil {
+			return nil, fmt.Errorf("linearizability: %s: %w", workerName(i), err)
+		}
+		x.workers = append(x.workers, w)
+	}
+	for i, bs := range p.Brokers {
+		s, err := open(brokerName(i))
+		if err != nil {
+			return nil, err
+		}
+		b, err := core.NewBroker(s, core.WithQueues(p.Queue), core.WithBatchSize(bs.Batch),
+			core.WithClaimTTL(bs.ClaimTTL), core.WithInterval(bs.Interval),
+			core.WithRetryPolicy(bs.Policy.Policy()), core.WithClock(skewClock{base, bs.Skew}))
+		if err != nil {
+			return nil, fmt.Errorf("linearizability: %s: %w", brokerName(i), err)
+		}
+		x.brokers = append(x.brokers, b)
+		x.passing = append(x.passing, new(atomic.Bool))
+	}
+	ps, err := open(producerName)
+	if err != nil {
+		return nil, err
+	}
+	queue, err := core.NewQueue(ps, p.Queue, core.WithClock(base))
+	if err != nil {
+		return nil, err
+	}
+	is, err := open(inspectorName)
+	if err != nil {
+		return nil, err
+	}
+	inspector, err := core.NewInspector(is, p.Queue)
+	if err != nil {
+		return nil, err
+	}
+	fs, err := open(finalName)
+	if err != nil {
+		return nil, err
+	}
+	final, err := core.NewInspector(fs, p.Queue)
+	if err != nil {
+		return nil, err
+	}
+
+	rh, err := x.run(ctx, queue, inspector, final, peek)
+	if err != nil {
+		return nil, err
+	}
+	rh.History = &History{
+		Format: HistoryFormat, Mode: p.Mode, Epoch: epoch,
+		Operations: rec.Operations(), Events: rec.Events(),
+	}
+	rh.Invocations = h.invocations()
+	rh.Readings = rec.readingsCopy()
+	return rh, nil
+}
+
+// runtimeRun is the controller of one runtime history.
+type runtimeRun struct {
+	plan    *RuntimePlan
+	rec     *Recorder
+	fake    *core.FakeClock
+	act     *activity
+	h       *handlers
+	workers []*core.Worker
+	brokers []*core.Broker
+	passing []*atomic.Bool // a RunOnce pass of the broker is under way
+
+	passes sync.WaitGroup
+	panics chan error
+}
+
+// settle waits until the components' store calls have quieted (fake time
+// only: in real time, time passes anyway).
+func (x *runtimeRun) settle() {
+	if x.fake == nil {
+		return
+	}
+	deadline := time.Now().Add(settleMax)
+	for !x.act.quiet(settleWindow) && time.Now().Before(deadline) {
+		time.Sleep(settleWindow / 3)
+	}
+}
+
+// advance lets d pass: the fake clock moves, or the controller sleeps.
+func (x *runtimeRun) advance(d time.Duration, why string) {
+	if x.fake != nil {
+		x.fake.Advance(d)
+		x.act.touch()
+		x.rec.Event(fmt.Sprintf("clock +%s (%s): now +%s", ms(d), why, ms(x.fake.Now().Sub(FakeEpoch))))
+		x.settle()
+		return
+	}
+	time.Sleep(d)
+}
+
+// guard runs f, turning a panic (of a component or a store) into an error
+// that ends the history.
+func (x *runtimeRun) guard(what string, f func()) {
+	defer func() {
+		if v := recover(); v != nil {
+			select {
+			case x.panics <- fmt.Errorf("linearizability: %s panicked: %v\n%s", what, v, debug.Stack()):
+			default:
+			}
+		}
+	}()
+	f()
+}
+
+// pass starts a RunOnce pass of broker i unless one is under way.
+func (x *runtimeRun) pass(ctx context.Context, i int) {
+	if !x.passing[i].CompareAndSwap(false, true) {
+		return
+	}
+	x.passes.Go(func() {
+		defer x.passing[i].Store(false)
+		x.guard(brokerName(i), func() { _, _ = x.brokers[i].RunOnce(ctx) })
+	})
+}
+
+func (x *runtimeRun) run(ctx context.Context, queue *core.Queue, inspector, final *core.Inspector, peek core.Store) (*RuntimeHistory, error) {
+	p := x.plan
+	x.panics = make(chan error, 1)
+	rh := &RuntimeHistory{}
+	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRun()
+	var running sync.WaitGroup
+	var left atomic.Int64
+	for i, w := range x.workers {
+		left.Add(1)
+		running.Go(func() {
+			defer left.Add(-1)
+			x.guard(workerName(i), func() { _ = w.Run(runCtx) })
+		})
+	}
+	for i, b := range x.brokers {
+		if p.Brokers[i].Loop {
+			left.Add(1)
+			running.Go(func() {
+				defer left.Add(-1)
+				x.guard(brokerName(i), func() { _ = b.Run(runCtx) })
+			})
+		}
+	}
+	// The producer and the operator act in goroutines of their own, in plan
+	// order, so a stalled call of theirs does not stall the clock.
+	enqueue := make(chan RuntimeTask, len(p.Tasks))
+	inspect := make(chan InspectAction, len(p.Inspects))
+	var actors sync.WaitGroup
+	actors.Go(func() {
+		for t := range enqueue {
+			x.guard(producerName, func() {
+				opts := []core.EnqueueOption{core.WithID(t.ID), core.WithPriority(t.Priority), core.WithMaxAttempts(t.MaxAttempts)}
+				if t.Delay > 0 {
+					opts = append(opts, core.WithDelay(t.Delay))
+				}
+				_, _ = queue.Enqueue(runCtx, []byte("payload of "+t.ID), opts...)
+			})
+		}
+	})
+	actors.Go(func() {
+		for a := range inspect {
+			x.guard(inspectorName, func() { operate(runCtx, inspector, a, p) })
+		}
+	})
+	stopActors := func() {
+		close(enqueue)
+		close(inspect)
+		actors.Wait()
+	}
+
+	for i, tk := range p.Ticks {
+		if err := x.failed(ctx); err != nil {
+			stopActors()
+			return nil, x.abort(err, stopRun, &left)
+		}
+		x.rec.Event(fmt.Sprintf("tick %d", i))
+		for _, t := range p.Tasks {
+			if t.Tick == i {
+				enqueue <- t
+			}
+		}
+		for _, a := range p.Inspects {
+			if a.Tick == i {
+				inspect <- a
+			}
+		}
+		for _, b := range tk.Passes {
+			x.pass(runCtx, b)
+		}
+		x.settle()
+		x.advance(tk.Advance, fmt.Sprintf("tick %d", i))
+	}
+	stopActors()
+
+	// Drain: time passes until every task is terminal.
+	x.rec.Event("drain")
+	step := 2 * time.Millisecond
+	if x.fake == nil {
+		step = 4 * time.Millisecond
+	}
+	for spent := time.Duration(0); ; spent += step {
+		if err := x.failed(ctx); err != nil {
+			return nil, x.abort(err, stopRun, &left)
+		}
+		c, err := peek.Counts(ctx, core.CountsParams{Queue: p.Queue})
+		if err == nil && c.Scheduled+c.Ready+c.Running == 0 {
+			rh.Drained = true
+			break
+		}
+		if spent >= drainBudget {
+			rh.Left = fmt.Sprintf("after %s of draining: %+v (err %v)", drainBudget, c, err)
+			break
+		}
+		for i := range x.brokers {
+			if !p.Brokers[i].Loop {
+				x.pass(runCtx, i)
+			}
+		}
+		x.advance(step, "drain")
+	}
+
+	// Stop: cancel Run's context, and keep time passing (shutdown timeouts,
+	// sleeping handlers) until every component has returned.
+	rh.StopAt = x.rec.tick()
+	x.rec.Event("stop")
+	stopRun()
+	for spent := time.Duration(0); spent < stopBudget; spent += step {
+		if left.Load() == 0 && x.h.running() == 0 {
+			break
+		}
+		x.advance(step, "stop")
+	}
+	done := make(chan struct{})
+	go func() {
+		running.Wait()
+		x.passes.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		rh.Stopped = true
+	case <-time.After(time.Second):
+	}
+	if !rh.Stopped {
+		// Leave the components to the garbage collector: a history that
+		// cannot stop is reported, not waited for.
+		return rh, x.failed(ctx)
+	}
+	if err := x.failed(ctx); err != nil {
+		return nil, err
+	}
+	x.rec.Event("final listing")
+	for _, s := range model.States {
+		for t, err := range final.All(ctx, s) {
+			if err != nil {
+				return nil, fmt.Errorf("linearizability: final listing: %w", err)
+			}
+			rh.Final = append(rh.Final, t)
+		}
+	}
+	slices.SortFunc(rh.Final, func(a, b model.Task) int {
+		switch {
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+	return rh, nil
+}
+
+// failed returns the first panic of a component, or ctx's error.
+func (x *runtimeRun) failed(ctx context.Context) error {
+	select {
+	case err := <-x.panics:
+		x.panics <- err // keep it for later callers
+		return err
+	default:
+	}
+	return ctx.Err()
+}
+
+// abort stops the components after a harness failure and returns err.
+func (x *runtimeRun) abort(err error, stop context.CancelFunc, left *atomic.Int64) error {
+	stop()
+	for range 200 {
+		if left.Load() == 0 {
+			break
+		}
+		x.advance(5*time.Millisecond, "abort")
+	}
+	return err
+}
+
+// operate performs one operator action.
+func operate(ctx context.Context, in *core.Inspector, a InspectAction, p *RuntimePlan) {
+	id := p.Tasks[a.Task].ID
+	switch a.Kind {
+	case InspectGet:
+		_, _ = in.Get(ctx, id)
+	case InspectCounts:
+		_, _ = in.Counts(ctx)
+	case InspectRequeueAny:
+		_, _ = in.Requeue(ctx, id, core.AnyVersion)
+	case InspectRequeueSeen, InspectRemove:
+		t, err := in.Get(ctx, id)
+		if err != nil {
+			return
+		}
+		if a.Kind == InspectRemove {
+			_, _ = in.Remove(ctx, id, t.Version)
+		} else {
+			_, _ = in.Requeue(ctx, id, t.Version)
+		}
+	}
+}

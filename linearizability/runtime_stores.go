@@ -1,0 +1,314 @@
+package linearizability
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/leasehold/leasehold/core"
+)
+
+// FaultInjector is implemented by a store whose transport the runtime mode
+// can break for real (package backends: Redis through a fault proxy, SQLite
+// with a second connection that holds the write lock). InjectFault arms the
+// fault for the store's next request and reports whether it could; when it
+// cannot, the harness simulates the fault above the store.
+type FaultInjector interface {
+	InjectFault(kind CallFaultKind, delay time.Duration) bool
+}
+
+// activity counts the store calls in flight across a runtime history, so
+// the controller can let the components settle before it moves the clock.
+type activity struct {
+	inFlight atomic.Int64
+	last     atomic.Int64 // time.Now().UnixNano() of the last call or return
+}
+
+func (a *activity) begin() { a.inFlight.Add(1); a.last.Store(time.Now().UnixNano()) }
+func (a *activity) end()   { a.last.Store(time.Now().UnixNano()); a.inFlight.Add(-1) }
+
+// touch notes that something happened that components will react to (the
+// clock moved), so quiet waits a window from now.
+func (a *activity) touch() { a.last.Store(time.Now().UnixNano()) }
+
+// quiet reports whether no call is in flight and none began or ended in the
+// last window.
+func (a *activity) quiet(window time.Duration) bool {
+	return a.inFlight.Load() == 0 && time.Since(time.Unix(0, a.last.Load())) >= window
+}
+
+// faultLayer breaks the calls of one component that the plan names (by the
+// index of the call), below the recorder, so a lost request or reply is
+// recorded as the indeterminate op it is.
+type faultLayer struct {
+	core.Store
+	calls    atomic.Int64
+	faults   map[int]CallFault
+	injector FaultInjector // nil: every fault is simulated
+}
+
+func newFaultLayer(s core.Store, faults []CallFault) core.Store {
+	f := &faultLayer{Store: s, faults: map[int]CallFault{}}
+	f.injector, _ = s.(FaultInjector)
+	for _, cf := range faults {
+		if _, dup := f.faults[cf.Call]; !dup {
+			f.faults[cf.Call] = cf
+		}
+	}
+	if _, ok := s.(core.BatchStore); ok {
+		return &batchFaultLayer{f}
+	}
+	return f
+}
+
+func faulty[R any](f *faultLayer, call func() (R, error)) (R, error) {
+	cf, ok := f.faults[int(f.calls.Add(1)-1)]
+	if !ok {
+		return call()
+	}
+	if f.injector != nil && f.injector.InjectFault(cf.Kind, cf.Delay) {
+		return call()
+	}
+	var zero R
+	switch cf.Kind {
+	case CallLoseRequest:
+		return zero, fmt.Errorf("%w: request lost", ErrInjected)
+	case CallLoseReply:
+		if _, err := call(); err != nil {
+			return zero, fmt.Errorf("%w: reply lost (%v)", ErrInjected, err)
+		}
+		return zero, fmt.Errorf("%w: reply lost", ErrInjected)
+	case CallSlowReply:
+		res, err := call()
+		time.Sleep(cf.Delay)
+		return res, err
+	default: // CallStall, and CallBusy where no database can be made busy
+		time.Sleep(cf.Delay)
+		return call()
+	}
+}
+
+func (f *faultLayer) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskResult, error) {
+	return faulty(f, func() (core.TaskResult, error) { return f.Store.Enqueue(ctx, p) })
+}
+
+func (f *faultLayer) Promote(ctx context.Context, p core.PromoteParams) (core.IDsResult, error) {
+	return faulty(f, func() (core.IDsResult, error) { return f.Store.Promote(ctx, p) })
+}
+
+func (f *faultLayer) Pop(ctx context.Context, p core.PopParams) (core.TasksResult, error) {
+	return faulty(f, func() (core.TasksResult, error) { return f.Store.Pop(ctx, p) })
+}
+
+func (f *faultLayer) Extend(ctx context.Context, p core.ExtendParams) (core.TaskResult, error) {
+	return faulty(f, func() (core.TaskResult, error) { return f.Store.Extend(ctx, p) })
+}
+
+func (f *faultLayer) Ack(ctx context.Context, p core.AckParams) (core.TaskResult, error) {
+	return faulty(f, func() (core.TaskResult, error) { return f.Store.Ack(ctx, p) })
+}
+
+func (f *faultLayer) Fail(ctx context.Context, p core.FailParams) (core.TaskResult, error) {
+	return faulty(f, func() (core.TaskResult, error) { return f.Store.Fail(ctx, p) })
+}
+
+func (f *faultLayer) Retry(ctx context.Context, p core.RetryParams) (core.TaskResult, error) {
+	return faulty(f, func() (core.TaskResult, error) { return f.Store.Retry(ctx, p) })
+}
+
+func (f *faultLayer) ClaimExpired(ctx context.Context, p core.ClaimExpiredParams) (core.ReapResult, error) {
+	return faulty(f, func() (core.ReapResult, error) { return f.Store.ClaimExpired(ctx, p) })
+}
+
+func (f *faultLayer) Requeue(ctx context.Context, p core.RequeueParams) (core.TaskResult, error) {
+	return faulty(f, func() (core.TaskResult, error) { return f.Store.Requeue(ctx, p) })
+}
+
+func (f *faultLayer) Finalize(ctx context.Context, p core.FinalizeParams) (core.TaskResult, error) {
+	return faulty(f, func() (core.TaskResult, error) { return f.Store.Finalize(ctx, p) })
+}
+
+func (f *faultLayer) RecoverExpired(ctx context.Context, p core.RecoverExpiredParams) (core.TasksResult, error) {
+	return faulty(f, func() (core.TasksResult, error) { return f.Store.RecoverExpired(ctx, p) })
+}
+
+func (f *faultLayer) Get(ctx context.Context, p core.GetParams) (core.Task, error) {
+	return faulty(f, func() (core.Task, error) { return f.Store.Get(ctx, p) })
+}
+
+func (f *faultLayer) List(ctx context.Context, p core.ListParams) (core.ListResult, error) {
+	return faulty(f, func() (core.ListResult, error) { return f.Store.List(ctx, p) })
+}
+
+func (f *faultLayer) Counts(ctx context.Context, p core.CountsParams) (core.Counts, error) {
+	return faulty(f, func() (core.Counts, error) { return f.Store.Counts(ctx, p) })
+}
+
+func (f *faultLayer) InspectRequeue(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
+	return faulty(f, func() (core.TaskResult, error) { return f.Store.InspectRequeue(ctx, p) })
+}
+
+func (f *faultLayer) Remove(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
+	return faulty(f, func() (core.TaskResult, error) { return f.Store.Remove(ctx, p) })
+}
+
+func (f *faultLayer) Prune(ctx context.Context, p core.PruneParams) (core.IDsResult, error) {
+	return faulty(f, func() (core.IDsResult, error) { return f.Store.Prune(ctx, p) })
+}
+
+// batchFaultLayer is a faultLayer over a core.BatchStore.
+type batchFaultLayer struct{ *faultLayer }
+
+func (f *batchFaultLayer) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (core.BatchResult, error) {
+	return faulty(f.faultLayer, func() (core.BatchResult, error) {
+		return f.Store.(core.BatchStore).EnqueueBatch(ctx, p)
+	})
+}
+
+func (f *batchFaultLayer) AckBatch(ctx context.Context, p core.AckBatchParams) (core.BatchResult, error) {
+	return faulty(f.faultLayer, func() (core.BatchResult, error) {
+		return f.Store.(core.BatchStore).AckBatch(ctx, p)
+	})
+}
+
+// componentStore records the calls of one component (a worker, a broker, a
+// producer, an inspector), all under the component's name. A component may
+// call from many goroutines at once (a worker's handlers, heartbeats and
+// fetch loop), while a recorder Client is one porcupine client, whose calls
+// must not overlap: each call takes a Client of the component's pool that
+// no other call is using.
+type componentStore struct {
+	rec   *Recorder
+	actor string
+	inner core.Store
+	act   *activity
+
+	mu   sync.Mutex
+	free []*Client
+}
+
+func newComponentStore(rec *Recorder, actor string, inner core.Store, act *activity) core.Store {
+	s := &componentStore{rec: rec, actor: actor, inner: inner, act: act}
+	_, innerBatch := inner.(core.BatchStore)
+	_, recorded := any((*Client)(nil)).(core.BatchStore)
+	if innerBatch && recorded {
+		return &batchComponentStore{s}
+	}
+	return s
+}
+
+func useClient[R any](s *componentStore, call func(c *Client) (R, error)) (R, error) {
+	s.mu.Lock()
+	var c *Client
+	if n := len(s.free); n > 0 {
+		c, s.free = s.free[n-1], s.free[:n-1]
+	} else {
+		c = s.rec.Client(s.actor, s.inner)
+	}
+	s.mu.Unlock()
+	s.act.begin()
+	defer func() {
+		s.act.end()
+		s.mu.Lock()
+		s.free = append(s.free, c)
+		s.mu.Unlock()
+	}()
+	return call(c)
+}
+
+func (s *componentStore) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskResult, error) {
+	return useClient(s, func(c *Client) (core.TaskResult, error) { return c.Enqueue(ctx, p) })
+}
+
+func (s *componentStore) Promote(ctx context.Context, p core.PromoteParams) (core.IDsResult, error) {
+	return useClient(s, func(c *Client) (core.IDsResult, error) { return c.Promote(ctx, p) })
+}
+
+func (s *componentStore) Pop(ctx context.Context, p core.PopParams) (core.TasksResult, error) {
+	return useClient(s, func(c *Client) (core.TasksResult, error) { return c.Pop(ctx, p) })
+}
+
+func (s *componentStore) Extend(ctx context.Context, p core.ExtendParams) (core.TaskResult, error) {
+	return useClient(s, func(c *Client) (core.TaskResult, error) { return c.Extend(ctx, p) })
+}
+
+func (s *componentStore) Ack(ctx context.Context, p core.AckParams) (core.TaskResult, error) {
+	return useClient(s, func(c *Client) (core.TaskResult, error) { return c.Ack(ctx, p) })
+}
+
+func (s *componentStore) Fail(ctx context.Context, p core.FailParams) (core.TaskResult, error) {
+	return useClient(s, func(c *Client) (core.TaskResult, error) { return c.Fail(ctx, p) })
+}
+
+func (s *componentStore) Retry(ctx context.Context, p core.RetryParams) (core.TaskResult, error) {
+	return useClient(s, func(c *Client) (core.TaskResult, error) { return c.Retry(ctx, p) })
+}
+
+func (s *componentStore) ClaimExpired(ctx context.Context, p core.ClaimExpiredParams) (core.ReapResult, error) {
+	return useClient(s, func(c *Client) (core.ReapResult, error) { return c.ClaimExpired(ctx, p) })
+}
+
+func (s *componentStore) Requeue(ctx context.Context, p core.RequeueParams) (core.TaskResult, error) {
+	return useClient(s, func(c *Client) (core.TaskResult, error) { return c.Requeue(ctx, p) })
+}
+
+func (s *componentStore) Finalize(ctx context.Context, p core.FinalizeParams) (core.TaskResult, error) {
+	return useClient(s, func(c *Client) (core.TaskResult, error) { return c.Finalize(ctx, p) })
+}
+
+func (s *componentStore) RecoverExpired(ctx context.Context, p core.RecoverExpiredParams) (core.TasksResult, error) {
+	return useClient(s, func(c *Client) (core.TasksResult, error) { return c.RecoverExpired(ctx, p) })
+}
+
+func (s *componentStore) Get(ctx context.Context, p core.GetParams) (core.Task, error) {
+	return useClient(s, func(c *Client) (core.Task, error) { return c.Get(ctx, p) })
+}
+
+func (s *componentStore) List(ctx context.Context, p core.ListParams) (core.ListResult, error) {
+	return useClient(s, func(c *Client) (core.ListResult, error) { return c.List(ctx, p) })
+}
+
+func (s *componentStore) Counts(ctx context.Context, p core.CountsParams) (core.Counts, error) {
+	return useClient(s, func(c *Client) (core.Counts, error) { return c.Counts(ctx, p) })
+}
+
+func (s *componentStore) InspectRequeue(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
+	return useClient(s, func(c *Client) (core.TaskResult, error) { return c.InspectRequeue(ctx, p) })
+}
+
+func (s *componentStore) Remove(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
+	return useClient(s, func(c *Client) (core.TaskResult, error) { return c.Remove(ctx, p) })
+}
+
+func (s *componentStore) Prune(ctx context.Context, p core.PruneParams) (core.IDsResult, error) {
+	return useClient(s, func(c *Client) (core.IDsResult, error) { return c.Prune(ctx, p) })
+}
+
+// Close closes the component's store.
+func (s *componentStore) Close() error { return s.inner.Close() }
+
+// batchComponentStore is a componentStore over a core.BatchStore, whose
+// batch calls the recorder records too.
+type batchComponentStore struct{ *componentStore }
+
+func (s *batchComponentStore) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (core.BatchResult, error) {
+	return useClient(s.componentStore, func(c *Client) (core.BatchResult, error) {
+		return any(c).(core.BatchStore).EnqueueBatch(ctx, p)
+	})
+}
+
+func (s *batchComponentStore) AckBatch(ctx context.Context, p core.AckBatchParams) (core.BatchResult, error) {
+	return useClient(s.componentStore, func(c *Client) (core.BatchResult, error) {
+		return any(c).(core.BatchStore).AckBatch(ctx, p)
+	})
+}
+
+// skewClock is a component's own clock: the harness's, off by skew.
+type skewClock struct {
+	core.Clock
+	skew time.Duration
+}
+
+func (c skewClock) Now() time.Time { return c.Clock.Now().Add(c.skew) }
