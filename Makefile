@@ -5,7 +5,7 @@ GO ?= go
 PKGS ?= ./...
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test vet spec lint fuzz mutants bench check
+.PHONY: test vet spec lint fuzz mutants bench check bench-peers
 
 # vet, then every test with the race detector. The output lists every test
 # and subtest that ran, so a log shows which scenarios were exercised.
@@ -35,6 +35,16 @@ mutants:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+# leasehold beside asynq, River and goqite (bench/peers, a module of its own;
+# see bench/peers/README.md). The program starts a private redis-server on a
+# free port (--save "" --appendonly no) and stops it, and runs River on the
+# local PostgreSQL. Flags: make bench-peers BENCH_PEERS_FLAGS="-tasks 2000".
+BENCH_PEERS_FLAGS ?=
+bench-peers:
+	@dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && \
+	  cd bench/peers && $(GO) build -o "$$dir/peers" . && \
+	  timeout --signal=INT --kill-after=1m 3h "$$dir/peers" $(BENCH_PEERS_FLAGS)
 
 # The main job: the linearizability check on the embedded memory store.
 check:

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// TestSmoke runs every cell once on 200 tasks, as `make bench-peers` would,
+// and checks that each one ran, that leasehold's finished, and that the
+// report has its tables. It needs redis-server on PATH and, for the River
+// reference rows, the local PostgreSQL; without them it skips, except with
+// CI=true.
+func TestSmoke(t *testing.T) {
+	ci := os.Getenv("CI") == "true"
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if ci {
+			t.Fatal("redis-server not on PATH")
+		}
+		t.Skip("redis-server not on PATH (apt-get install redis-server)")
+	}
+	const tasks = 200
+	args := []string{"-tasks", "200", "-rounds", "1", "-cell-limit", "2s", "-quiet"}
+	pg := "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	if c, err := pgx.Connect(context.Background(), pg); err != nil {
+		if ci {
+			t.Fatalf("PostgreSQL at %s: %v", pg, err)
+		}
+		t.Logf("PostgreSQL at %s: %v; the River reference rows are left out", pg, err)
+		args = append(args, "-postgres", "")
+		pg = ""
+	} else {
+		c.Close(context.Background())
+	}
+
+	cfg, err := parseFlags(args, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := bench(context.Background(), cfg, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range systems() {
+		if s.group == "postgres" && pg == "" {
+			continue
+		}
+		for _, w := range s.workloads {
+			k := cellKey{s.group, s.name, w}
+			got := rep.samples[k]
+			if len(got) != 1 {
+				t.Errorf("%s: %d samples, want 1", k, len(got))
+				continue
+			}
+			smp := got[0]
+			switch {
+			case smp.err != nil:
+				t.Errorf("%s: %v", k, smp.err)
+			case smp.done <= 0 || smp.done > tasks || smp.elapsed <= 0:
+				t.Errorf("%s: %d tasks in %v", k, smp.done, smp.elapsed)
+			case s.name == "leasehold" && !smp.complete:
+				t.Errorf("%s: %d of %d tasks done within the cell limit", k, smp.done, tasks)
+			case s.group == "redis" && (smp.redis == nil || smp.redis.scripts < 0.005 || smp.redis.cpuUsec <= 0):
+				t.Errorf("%s: server usage %+v", k, smp.redis)
+			}
+		}
+	}
+
+	var out bytes.Buffer
+	rep.write(&out, append([]string{"peers"}, args...))
+	for _, want := range []string{
+		"### Redis", "### SQLite, each system", "### SQLite at matched durability",
+		"| leasehold / asynq |", "| leasehold / river |", "| leasehold / goqite |", "| ceiling: EVALSHA",
+		"river: journal_mode=delete, synchronous=FULL", "goqite: journal_mode=wal, synchronous=NORMAL",
+		"load average",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+	if pg != "" && !strings.Contains(out.String(), "### PostgreSQL") {
+		t.Errorf("report lacks the PostgreSQL table:\n%s", out.String())
+	}
+	if strings.Contains(out.String(), "### Errors") {
+		t.Errorf("report lists errors:\n%s", out.String())
+	}
+}
+
+func TestProduceAddsExactlyN(t *testing.T) {
+	for _, c := range []struct{ p, n, per int }{{1, 10, 1}, {8, 1000, 1}, {8, 1050, 100}, {3, 7, 100}} {
+		var added atomic.Int64
+		done, err := produce(context.Background(), c.p, c.n, c.per, func(_ context.Context, k int) error {
+			if k < 1 || k > c.per {
+				t.Errorf("call of %d tasks, per %d", k, c.per)
+			}
+			added.Add(int64(k))
+			return nil
+		})
+		if err != nil || done != c.n || added.Load() != int64(c.n) {
+			t.Errorf("produce(%d, %d, %d) = %d, %v; added %d", c.p, c.n, c.per, done, err, added.Load())
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	done, err := produce(ctx, 2, 1<<30, 1, func(context.Context, int) error { time.Sleep(time.Millisecond); return nil })
+	if err == nil || done == 0 || done >= 1<<30 {
+		t.Errorf("at the end of ctx: %d, %v", done, err)
+	}
+}
+
+func TestSelected(t *testing.T) {
+	k := cellKey{"sqlite-normal", "river", "process-64"}
+	for f, want := range map[string]bool{
+		"": true, "sqlite-normal": true, "river": true, "*/river/process-*": true, "sqlite/river": false,
+		"redis": false, "*/leasehold/*": false, "process-8": false,
+	} {
+		var only []string
+		if f != "" {
+			only = []string{f}
+		}
+		if got := selected(only, k); got != want {
+			t.Errorf("selected(%q, %s) = %v, want %v", f, k, got, want)
+		}
+	}
+}
+
+func TestMedianAndCmdstat(t *testing.T) {
+	if m := median([]float64{3, 1, 2}); m != 2 {
+		t.Errorf("median = %v", m)
+	}
+	if m := median([]float64{4, 1, 2, 3}); m != 2.5 {
+		t.Errorf("median = %v", m)
+	}
+	calls, usec, err := parseCmdstat("calls=1001,usec=498,usec_per_call=0.50,rejected_calls=0,failed_calls=0")
+	if err != nil || calls != 1001 || usec != 498 {
+		t.Errorf("parseCmdstat = %v, %v, %v", calls, usec, err)
+	}
+	if _, _, err := parseCmdstat("rejected_calls=0"); err == nil {
+		t.Error("parseCmdstat without calls: no error")
+	}
+	if got := num(1234567.4); got != "1 234 567" {
+		t.Errorf("num = %q", got)
+	}
+}
