@@ -34,6 +34,13 @@ func TestRuntimeHistories(t *testing.T) {
 		}
 		checkRuntime(t, runtimeBudget(t, "redis", 150, 2*time.Second), f)
 	})
+	t.Run("redis-proxy", func(t *testing.T) {
+		f, err := backends.RedisProxy(redistest.URL(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkRuntime(t, runtimeBudget(t, "redis-proxy", 150, 2*time.Second), f)
+	})
 	t.Run("sqlite", func(t *testing.T) {
 		f, err := backends.SQLite(t.TempDir(), sqlite.PopReturning)
 		if err != nil {

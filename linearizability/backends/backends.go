@@ -124,7 +124,8 @@ func deletePrefix(c *goredis.Client, prefix string) error {
 // implementation. Each history has a database file of its own in dir
 // (created if needed), removed when the history ends; each of its clients
 // opens its own Store on that file (its own connections, as another process
-// would), after the first has created the schema.
+// would), after the first has created the schema. The stores are
+// SQLiteStores, which the runtime mode can make meet a busy database.
 func SQLite(dir string, mode sqlite.PopMode) (linearizability.Factory, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("backends: sqlite folder: %w", err)
@@ -140,23 +141,26 @@ func SQLite(dir string, mode sqlite.PopMode) (linearizability.Factory, error) {
 		}
 		var mu sync.Mutex
 		var stores []*sqlite.Store
+		var holders sync.WaitGroup
 		return &linearizability.Backend{
 			Client: func() (core.Store, error) {
 				mu.Lock()
 				defer mu.Unlock()
 				if len(stores) == 0 {
 					stores = append(stores, first)
-					return first, nil
+					return &SQLiteStore{Store: first, path: path, holders: &holders}, nil
 				}
 				s, err := sqlite.Open(path, opts...)
-				if err == nil {
-					stores = append(stores, s)
+				if err != nil {
+					return nil, err
 				}
-				return s, err
+				stores = append(stores, s)
+				return &SQLiteStore{Store: s, path: path, holders: &holders}, nil
 			},
 			Close: func() error {
 				mu.Lock()
 				defer mu.Unlock()
+				holders.Wait()
 				var err error
 				if len(stores) == 0 {
 					err = first.Close()
