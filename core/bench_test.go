@@ -16,7 +16,22 @@ import (
 // nothing, ack. One op is one task.
 func BenchmarkWorker(b *testing.B) {
 	for _, slots := range []int{1, 8, 64} {
-		b.Run(fmt.Sprintf("slots=%d", slots), func(b *testing.B) {
+		b.Run(fmt.Sprintf("slots=%d", slots), func(b *testing.B) { runWorkerBench(b, slots, 0) })
+	}
+}
+
+// BenchmarkWorkerSlowHandler is BenchmarkWorker with a handler that takes
+// 1ms (it sleeps, as one waiting on a network would): throughput should grow
+// with the slots until the worker's own cost is the limit.
+func BenchmarkWorkerSlowHandler(b *testing.B) {
+	for _, slots := range []int{8, 64, 256} {
+		b.Run(fmt.Sprintf("slots=%d", slots), func(b *testing.B) { runWorkerBench(b, slots, time.Millisecond) })
+	}
+}
+
+func runWorkerBench(b *testing.B, slots int, work time.Duration) {
+	{
+		{
 			ctx := context.Background()
 			store := memory.New()
 			q, err := core.NewQueue(store, queue)
@@ -31,6 +46,9 @@ func BenchmarkWorker(b *testing.B) {
 			var handled atomic.Int64
 			done := make(chan struct{})
 			w, err := core.NewWorker(store, queue, func(context.Context, core.Claim, core.Task) ([]byte, error) {
+				if work > 0 {
+					time.Sleep(work)
+				}
 				if handled.Add(1) == int64(b.N) {
 					close(done)
 				}
@@ -53,6 +71,7 @@ func BenchmarkWorker(b *testing.B) {
 			if st := w.Stats(); st.Acked != int64(b.N) {
 				b.Fatalf("acked %d of %d", st.Acked, b.N)
 			}
-		})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+		}
 	}
 }

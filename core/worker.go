@@ -54,15 +54,25 @@ const (
 //
 // It pops tasks in batches of up to the number of free slots (WithBatchSize
 // caps it), each under a lease (WithLease). While a handler runs, the worker
-// renews the lease by heartbeat (WithHeartbeat, default a third of the lease),
-// so only a worker that stalls or loses the store loses its lease. When the
-// handler returns, the worker records the outcome through the claim: Ack on
-// success; Fail for a Permanent error or when the retry policy gives up; Retry
+// renews the lease by heartbeat (WithHeartbeat, default a third of the lease):
+// one heartbeat loop per worker extends the claims that are due, so only a
+// worker that stalls or loses the store loses its lease. When the handler
+// returns, the worker records the outcome through the claim: Ack on success;
+// Fail for a Permanent error or when the retry policy gives up; Retry
 // otherwise. When the store answers a heartbeat or a decision with
 // ErrStaleClaim (or an ErrInvalidTransition: the claim no longer decides the
 // task), the claim was superseded: the worker cancels the handler's context
 // with a cause wrapping ErrClaimSuperseded, counts a lost lease and records
-// nothing for that attempt.
+// nothing for that attempt. A claim the worker itself decided is never
+// counted lost: a heartbeat that meets the worker's own decision is ignored,
+// and an Ack answered "invalid transition from succeeded" (the store saw that
+// very Ack twice) counts as acknowledged.
+//
+// On a store that implements BatchStore, successes are acknowledged in
+// batches (AckBatch): an Ack waits for the others until the batch is full,
+// for at most a short linger (AckLinger, in real time), and not at all when
+// every task the worker holds is waiting for its Ack. Each item's answer is
+// handled as a single Ack's would be. Fail and Retry are single calls.
 //
 // When the queue is empty it polls with exponential backoff (WithPollInterval)
 // through its Clock. It never promotes Scheduled tasks: run a Broker for that.
@@ -71,16 +81,18 @@ const (
 // tried again at the next beat, a failed decision is not repeated, and the
 // lease lapses so that a Broker decides the task.
 //
-// The delay a retry policy returns is measured from the worker's Clock: the
-// task's run-after time is the worker's now plus the delay. (Only the lease,
-// which the store judges by its own clock, must not depend on the worker's
-// clock; a skewed worker clock shifts a retry by the skew.)
+// A retry's run-after time is on the store's clock: the worker takes the Now
+// of the last store answer it saw (a Pop, an Extend, an Ack), adds the time
+// elapsed since on its own clock (the monotonic clock for SystemClock), and
+// adds the retry policy's delay. A worker whose clock is skewed therefore
+// retries on the store's schedule.
 //
 // A Worker runs once: Run, then Shutdown (or cancel Run's context).
 type Worker struct {
 	common
 	runner
 	store   Store
+	batcher BatchStore // store, when it is a BatchStore
 	queue   string
 	handler Handler
 
@@ -91,7 +103,10 @@ type Worker struct {
 	pollMax         time.Duration
 	shutdownTimeout time.Duration
 
-	stats workerCounters
+	stats    workerCounters
+	storeNow storeClock
+	beats    beatList
+	acks     chan *job // successes waiting for the acker
 
 	mu      sync.Mutex
 	started bool
@@ -107,6 +122,10 @@ type Worker struct {
 	abandonOnce sync.Once
 	runErr      error // set by the fetch loop before it returns
 }
+
+// AckLinger is the longest a Worker on a BatchStore holds a handler's
+// success back to acknowledge it together with others.
+const AckLinger = time.Millisecond
 
 // NewWorker returns a Worker that runs handler on the tasks of the named
 // queue. It does not start it: call Run.
@@ -150,6 +169,11 @@ func NewWorker(store Store, queue string, handler Handler, opts ...WorkerOption)
 	}
 	w.batch = min(w.batch, w.concurrency)
 	w.slots = make(chan struct{}, w.concurrency)
+	if bs, ok := store.(BatchStore); ok {
+		w.batcher = bs
+		w.acks = make(chan *job, w.concurrency)
+	}
+	w.beats.init()
 	w.logger = w.logger.With("queue", queue)
 	return w, nil
 }
@@ -188,12 +212,16 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	w.logger.InfoContext(ctx, "worker started", "concurrency", w.concurrency, "lease", w.lease)
 	base := context.WithoutCancel(ctx)
-	var watcher sync.WaitGroup
-	watcher.Go(func() { w.watch(ctx) })
+	var loops sync.WaitGroup
+	loops.Go(func() { w.watch(ctx, base) })
+	loops.Go(func() { w.heartbeatLoop(base) })
+	if w.batcher != nil {
+		loops.Go(func() { w.ackLoop(base) })
+	}
 	w.fetch(base)
 	w.jobs.Wait()
 	close(w.drained)
-	watcher.Wait()
+	loops.Wait()
 
 	w.mu.Lock()
 	w.closed = true
@@ -236,24 +264,30 @@ func (w *Worker) stop()           { w.stopOnce.Do(func() { close(w.stopping) }) 
 func (w *Worker) abandonRunning() { w.abandonOnce.Do(func() { close(w.abandon) }) }
 
 // watch turns the end of Run's context into a shutdown with the configured
-// timeout.
-func (w *Worker) watch(ctx context.Context) {
+// timeout, and gives the running tasks back once the worker abandons them.
+func (w *Worker) watch(ctx, base context.Context) {
 	select {
 	case <-ctx.Done():
+		w.stop()
+		if w.shutdownTimeout > 0 {
+			t := w.clock.NewTimer(w.shutdownTimeout)
+			select {
+			case <-t.C():
+			case <-w.abandon: // Shutdown's own deadline came first
+				t.Stop()
+			case <-w.drained:
+				t.Stop()
+				return
+			}
+		}
+		w.abandonRunning()
+	case <-w.abandon:
 	case <-w.drained:
 		return
 	}
-	w.stop()
-	if w.shutdownTimeout == 0 {
-		w.abandonRunning()
-		return
-	}
-	t := w.clock.NewTimer(w.shutdownTimeout)
-	select {
-	case <-t.C():
-		w.abandonRunning()
-	case <-w.drained:
-		t.Stop()
+	for _, j := range w.beats.abandonAll() {
+		j.cancel(ErrWorkerStopped)
+		w.giveBack(base, j)
 	}
 }
 
@@ -287,10 +321,11 @@ func (w *Worker) fetch(base context.Context) {
 			}
 			w.logger.WarnContext(base, "pop failed", "err", err)
 		}
+		w.storeNow.observe(w.clock, res.Now)
 		w.stats.popped.Add(int64(len(res.Tasks)))
 		for _, t := range res.Tasks {
 			w.jobs.Add(1)
-			go w.process(base, t)
+			go w.run(base, &job{task: t, claim: t.Claim()})
 		}
 		if len(res.Tasks) > 0 {
 			wait = w.pollMin
@@ -307,82 +342,51 @@ func (w *Worker) fetch(base context.Context) {
 	}
 }
 
-// outcome is what a handler returned.
-type outcome struct {
-	result []byte
-	err    error
+// job is one claimed task, from its Pop until its outcome is settled.
+type job struct {
+	task   Task
+	claim  Claim
+	cancel context.CancelCauseFunc
+
+	// Guarded by the worker's beatList lock.
+	state      jobState
+	due        time.Time // the next heartbeat, on the worker's clock
+	prev, next *job      // in the heartbeat list, while listed
+	listed     bool
+	result     []byte // the handler's result, for the acker
 }
 
-// process runs one claimed task: the handler in its own goroutine, the
-// heartbeat and the shutdown signal here. It returns once the handler has
-// returned and the task is settled.
-func (w *Worker) process(base context.Context, t Task) {
-	defer w.jobs.Done()
-	defer func() { <-w.slots }()
-	c := t.Claim()
-	log := w.logger.With("task", t.ID, "token", c.Token, "attempt", c.Attempt)
+type jobState uint8
+
+const (
+	jobRunning  jobState = iota // the handler runs: heartbeats renew the lease
+	jobDeciding                 // the worker is recording the handler's outcome
+	jobSettled                  // superseded or given back: record nothing
+)
+
+func (j *job) attrs(more ...any) []any {
+	return append([]any{"task", j.task.ID, "token", j.claim.Token, "attempt", j.claim.Attempt}, more...)
+}
+
+// run runs one claimed task's handler and records its outcome. The handler
+// runs in this goroutine; the outcome is recorded from a deferred call, so a
+// handler that calls runtime.Goexit is settled too.
+func (w *Worker) run(base context.Context, j *job) {
 	if closed(w.stopping) {
 		// Popped while the worker was stopping: give it back unstarted.
-		w.giveBack(base, c, log)
+		w.giveBack(base, j)
+		w.finish(j)
 		return
 	}
-
 	ctx, cancel := context.WithCancelCause(base)
-	defer cancel(nil)
-	out := make(chan outcome, 1)
-	go w.call(ctx, c, t, out)
-
-	beat := w.clock.NewTimer(w.heartbeat)
-	beatC := beat.C()
-	stopBeat := func() {
-		if beatC != nil {
-			beat.Stop()
-			beatC = nil
-		}
+	j.cancel = cancel
+	if !w.beats.add(j, w.clock.Now().Add(w.heartbeat)) {
+		// The worker abandoned its tasks before this one started.
+		cancel(ErrWorkerStopped)
+		w.giveBack(base, j)
+		w.finish(j)
+		return
 	}
-	abandon := w.abandon
-	settled := false // the claim was given back or superseded: record nothing
-	finish := func(o outcome) {
-		stopBeat()
-		if !settled {
-			w.decide(base, cancel, c, t, o, log)
-		} else {
-			log.DebugContext(base, "handler outcome discarded", "err", o.err)
-		}
-	}
-	for {
-		select {
-		case o := <-out:
-			finish(o)
-			return
-		case <-beatC:
-			beatC = nil
-			if w.extend(base, c, cancel, log) {
-				beat = w.clock.NewTimer(w.heartbeat)
-				beatC = beat.C()
-			} else {
-				settled = true
-			}
-		case <-abandon:
-			abandon = nil
-			select {
-			case o := <-out: // finished just now: record it
-				finish(o)
-				return
-			default:
-			}
-			stopBeat()
-			if !settled {
-				settled = true
-				cancel(ErrWorkerStopped)
-				w.giveBack(base, c, log)
-			}
-		}
-	}
-}
-
-// call runs the handler, turning a panic (or runtime.Goexit) into an error.
-func (w *Worker) call(ctx context.Context, c Claim, t Task, out chan<- outcome) {
 	var o outcome
 	returned := false
 	defer func() {
@@ -394,94 +398,480 @@ func (w *Worker) call(ctx context.Context, c Claim, t Task, out chan<- outcome) 
 			o = outcome{err: &PanicError{Value: r, Stack: debug.Stack()}}
 			w.stats.panics.Add(1)
 		}
-		out <- o
+		w.settle(base, j, o)
 	}()
-	o.result, o.err = w.handler(ctx, c, t)
+	o.result, o.err = w.handler(ctx, j.claim, j.task)
 	returned = true
 }
 
-// extend renews the lease; it reports false when the claim was superseded.
-func (w *Worker) extend(base context.Context, c Claim, cancel context.CancelCauseFunc, log *slog.Logger) bool {
-	_, err := w.store.Extend(base, ExtendParams{Claim: c, Lease: w.lease})
+// outcome is what a handler returned.
+type outcome struct {
+	result []byte
+	err    error
+}
+
+// settle records a handler's outcome, unless the claim was superseded or
+// given back meanwhile.
+func (w *Worker) settle(base context.Context, j *job, o outcome) {
+	if !w.beats.decide(j) {
+		if w.logger.Enabled(base, slog.LevelDebug) {
+			w.logger.DebugContext(base, "handler outcome discarded", j.attrs("err", o.err)...)
+		}
+		w.finish(j)
+		return
+	}
+	switch {
+	case o.err == nil && w.batcher != nil:
+		j.result = o.result
+		w.acks <- j // the acker records it and finishes the job
+		return
+	case o.err == nil:
+		res, err := w.store.Ack(base, AckParams{Claim: j.claim, Result: o.result})
+		w.acked(base, j, res.Now, err)
+	default:
+		w.decideFailure(base, j, o.err)
+	}
+	w.finish(j)
+}
+
+// finish releases a job's slot once its outcome is settled.
+func (w *Worker) finish(j *job) {
+	w.beats.remove(j)
+	if j.cancel != nil {
+		j.cancel(nil)
+	}
+	<-w.slots
+	w.jobs.Done()
+}
+
+// acked handles the store's answer to one Ack (alone or in a batch).
+func (w *Worker) acked(base context.Context, j *job, now time.Time, err error) {
+	var te *TransitionError
 	switch {
 	case err == nil:
-		w.stats.extended.Add(1)
-		return true
+		w.storeNow.observe(w.clock, now)
+		w.stats.acked.Add(1)
+		if w.logger.Enabled(base, slog.LevelDebug) {
+			w.logger.DebugContext(base, "task acknowledged", j.attrs()...)
+		}
+	case errors.As(err, &te) && te.State == Succeeded:
+		// The token check passed and the task is Succeeded: only an Ack
+		// through this very claim makes it so, and the worker sends one. The
+		// store saw it twice (a retransmission); the first took effect.
+		w.stats.acked.Add(1)
+		w.logger.InfoContext(base, "task was already acknowledged by this claim", j.attrs("err", err)...)
 	case superseded(err):
-		w.lost(base, cancel, err, log)
-		return false
+		w.stats.staleDecisions.Add(1)
+		w.lost(base, j, err)
 	default:
 		w.stats.storeErrors.Add(1)
-		log.WarnContext(base, "heartbeat failed; trying again at the next beat", "err", err)
-		return true
+		w.logger.ErrorContext(base, "recording the outcome failed; the lease will lapse and a broker will decide the task",
+			j.attrs("err", err)...)
 	}
 }
 
-// decide records the handler's outcome through the claim.
-func (w *Worker) decide(base context.Context, cancel context.CancelCauseFunc, c Claim, t Task, o outcome, log *slog.Logger) {
+// decideFailure records a failed attempt: Retry with the policy's delay, or
+// Fail.
+func (w *Worker) decideFailure(base context.Context, j *job, herr error) {
 	var err error
+	var res TaskResult
 	var counter *counter
 	var msg string
 	switch {
-	case o.err == nil:
-		_, err = w.store.Ack(base, AckParams{Claim: c, Result: o.result})
-		counter, msg = &w.stats.acked, "task acknowledged"
-	case IsPermanent(o.err):
-		_, err = w.store.Fail(base, FailParams{Claim: c, Message: o.err.Error()})
+	case IsPermanent(herr):
+		res, err = w.store.Fail(base, FailParams{Claim: j.claim, Message: herr.Error()})
 		counter, msg = &w.stats.failed, "task failed permanently"
 	default:
-		now := w.clock.Now()
+		now := w.storeNow.estimate(w.clock)
+		t := j.task
 		failed := t
 		failed.Errors = append(failed.Errors[:len(failed.Errors):len(failed.Errors)],
-			TaskError{Attempt: t.Attempt, At: now, Message: o.err.Error()})
-		delay, retry := consult(w.retry, failed, o.err, w.logger)
+			TaskError{Attempt: t.Attempt, At: now, Message: herr.Error()})
+		delay, retry := consult(w.retry, failed, herr, w.logger)
 		if retry {
 			var runAfter time.Time
 			if delay > 0 {
-				runAfter = now.Add(delay)
+				runAfter = now.Add(delay).Truncate(time.Microsecond)
 			}
-			_, err = w.store.Retry(base, RetryParams{Claim: c, RunAfter: runAfter, Message: o.err.Error()})
+			res, err = w.store.Retry(base, RetryParams{Claim: j.claim, RunAfter: runAfter, Message: herr.Error()})
 			counter, msg = &w.stats.retried, "task will be retried"
 		} else {
-			_, err = w.store.Fail(base, FailParams{Claim: c, Message: o.err.Error()})
+			res, err = w.store.Fail(base, FailParams{Claim: j.claim, Message: herr.Error()})
 			counter, msg = &w.stats.failed, "task failed: no retry left"
 		}
 	}
 	switch {
 	case err == nil:
+		w.storeNow.observe(w.clock, res.Now)
 		counter.Add(1)
-		log.DebugContext(base, msg, "handler_err", o.err)
+		if w.logger.Enabled(base, slog.LevelDebug) {
+			w.logger.DebugContext(base, msg, j.attrs("handler_err", herr)...)
+		}
 	case superseded(err):
 		w.stats.staleDecisions.Add(1)
-		w.lost(base, cancel, err, log)
+		w.lost(base, j, err)
 	default:
 		w.stats.storeErrors.Add(1)
-		log.ErrorContext(base, "recording the outcome failed; the lease will lapse and a broker will decide the task",
-			"err", err, "handler_err", o.err)
+		w.logger.ErrorContext(base, "recording the outcome failed; the lease will lapse and a broker will decide the task",
+			j.attrs("err", err, "handler_err", herr)...)
+	}
+}
+
+// ackLoop acknowledges successes in batches: it takes what is waiting, waits
+// up to AckLinger for more while other tasks of the worker still run, and
+// records the batch with one AckBatch.
+func (w *Worker) ackLoop(base context.Context) {
+	limit := min(w.concurrency, MaxBatch)
+	pending := make([]*job, 0, limit)
+	linger := time.NewTimer(AckLinger)
+	linger.Stop()
+	defer linger.Stop()
+	for {
+		select {
+		case j := <-w.acks:
+			pending = append(pending, j)
+		case <-w.drained:
+			return
+		}
+		lingering := false
+	fill:
+		for len(pending) < limit {
+			select {
+			case j := <-w.acks:
+				pending = append(pending, j)
+				continue
+			default:
+			}
+			if len(w.slots) <= len(pending) {
+				break // every task the worker holds waits for this batch
+			}
+			if !lingering {
+				linger.Reset(AckLinger)
+				lingering = true
+			}
+			select {
+			case j := <-w.acks:
+				pending = append(pending, j)
+			case <-linger.C:
+				lingering = false
+				break fill
+			}
+		}
+		if lingering {
+			linger.Stop()
+		}
+		w.ackBatch(base, pending)
+		clear(pending)
+		pending = pending[:0]
+	}
+}
+
+// ackBatch records the successes of jobs, one Ack for one job, else one
+// AckBatch, and finishes the jobs.
+func (w *Worker) ackBatch(base context.Context, jobs []*job) {
+	if len(jobs) == 1 {
+		j := jobs[0]
+		res, err := w.store.Ack(base, AckParams{Claim: j.claim, Result: j.result})
+		w.acked(base, j, res.Now, err)
+		w.finish(j)
+		return
+	}
+	items := make([]AckItem, len(jobs))
+	for i, j := range jobs {
+		items[i] = AckItem{Claim: j.claim, Result: j.result}
+	}
+	res, err := w.batcher.AckBatch(base, AckBatchParams{Queue: w.queue, Acks: items})
+	if err == nil && len(res.Items) != len(jobs) {
+		err = fmt.Errorf("leasehold: AckBatch answered %d items for %d", len(res.Items), len(jobs))
+	}
+	for i, j := range jobs {
+		if err != nil {
+			w.acked(base, j, time.Time{}, err)
+		} else {
+			w.acked(base, j, res.Now, res.Items[i].Err)
+		}
+		w.finish(j)
+	}
+}
+
+// heartbeatLoop renews the leases of the running tasks: it sleeps until the
+// earliest heartbeat is due and extends every claim due by then.
+func (w *Worker) heartbeatLoop(base context.Context) {
+	for {
+		due, ok := w.beats.next()
+		if !ok {
+			select {
+			case <-w.beats.wake:
+				continue
+			case <-w.drained:
+				return
+			}
+		}
+		if d := due.Sub(w.clock.Now()); d > 0 {
+			t := w.clock.NewTimer(d)
+			select {
+			case <-t.C():
+			case <-w.beats.wake: // the first in line left: sleep until the next one
+				t.Stop()
+				continue
+			case <-w.drained:
+				t.Stop()
+				return
+			}
+		}
+		for _, j := range w.beats.takeDue(w.clock.Now()) {
+			w.extend(base, j)
+		}
+	}
+}
+
+// extend renews one claim's lease and puts it back in line for the next
+// heartbeat, unless the claim was superseded.
+func (w *Worker) extend(base context.Context, j *job) {
+	res, err := w.store.Extend(base, ExtendParams{Claim: j.claim, Lease: w.lease})
+	switch {
+	case err == nil:
+		w.storeNow.observe(w.clock, res.Now)
+		w.stats.extended.Add(1)
+		w.beats.requeue(j, w.clock.Now().Add(w.heartbeat))
+	case superseded(err):
+		if w.beats.supersede(j) {
+			w.lost(base, j, err)
+		}
+		// Else the worker decided the task meanwhile: the heartbeat met
+		// the worker's own decision, not a lost lease.
+	default:
+		w.stats.storeErrors.Add(1)
+		w.logger.WarnContext(base, "heartbeat failed; trying again at the next beat", j.attrs("err", err)...)
+		w.beats.requeue(j, w.clock.Now().Add(w.heartbeat))
 	}
 }
 
 // lost handles a superseded claim: count it and tell the handler.
-func (w *Worker) lost(base context.Context, cancel context.CancelCauseFunc, err error, log *slog.Logger) {
+func (w *Worker) lost(base context.Context, j *job, err error) {
 	w.stats.leasesLost.Add(1)
-	log.InfoContext(base, "claim superseded; cancelling the handler", "err", err)
-	cancel(fmt.Errorf("%w: %w", ErrClaimSuperseded, err))
+	w.logger.InfoContext(base, "claim superseded; cancelling the handler", j.attrs("err", err)...)
+	j.cancel(fmt.Errorf("%w: %w", ErrClaimSuperseded, err))
 }
 
 // giveBack returns an unfinished task to the queue through its claim.
-func (w *Worker) giveBack(base context.Context, c Claim, log *slog.Logger) {
-	_, err := w.store.Retry(base, RetryParams{Claim: c, Message: ErrWorkerStopped.Error()})
+func (w *Worker) giveBack(base context.Context, j *job) {
+	_, err := w.store.Retry(base, RetryParams{Claim: j.claim, Message: ErrWorkerStopped.Error()})
 	switch {
 	case err == nil:
 		w.stats.released.Add(1)
-		log.InfoContext(base, "unfinished task given back")
+		w.logger.InfoContext(base, "unfinished task given back", j.attrs()...)
 	case superseded(err):
 		w.stats.leasesLost.Add(1)
-		log.InfoContext(base, "unfinished task was already superseded", "err", err)
+		w.logger.InfoContext(base, "unfinished task was already superseded", j.attrs("err", err)...)
 	default:
 		w.stats.storeErrors.Add(1)
-		log.ErrorContext(base, "giving the task back failed; the lease will lapse and a broker will decide the task", "err", err)
+		w.logger.ErrorContext(base, "giving the task back failed; the lease will lapse and a broker will decide the task", j.attrs("err", err)...)
 	}
+}
+
+// beatList holds the running jobs in order of their next heartbeat. The
+// heartbeat interval is the same for every job, so a job added or renewed
+// goes to the back and the list stays in order.
+type beatList struct {
+	mu         sync.Mutex
+	head, tail *job
+	running    map[*job]struct{} // every job whose handler runs
+	abandoned  bool
+	wake       chan struct{} // the first in line changed (not by takeDue)
+}
+
+func (l *beatList) init() {
+	l.running = map[*job]struct{}{}
+	l.wake = make(chan struct{}, 1)
+}
+
+// add registers a job whose handler is about to start; false when the
+// worker has abandoned its tasks.
+func (l *beatList) add(j *job, due time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.abandoned {
+		j.state = jobSettled
+		return false
+	}
+	l.running[j] = struct{}{}
+	if l.head == nil {
+		l.signal()
+	}
+	l.pushLocked(j, due)
+	return true
+}
+
+// signal wakes the heartbeat loop.
+func (l *beatList) signal() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// dropLocked unlinks j and wakes the heartbeat loop when j was first in
+// line.
+func (l *beatList) dropLocked(j *job) {
+	if j.listed && j.prev == nil {
+		l.signal()
+	}
+	l.unlinkLocked(j)
+}
+
+func (l *beatList) pushLocked(j *job, due time.Time) {
+	j.due, j.listed = due, true
+	j.prev, j.next = l.tail, nil
+	if l.tail != nil {
+		l.tail.next = j
+	} else {
+		l.head = j
+	}
+	l.tail = j
+}
+
+func (l *beatList) unlinkLocked(j *job) {
+	if !j.listed {
+		return
+	}
+	if j.prev != nil {
+		j.prev.next = j.next
+	} else {
+		l.head = j.next
+	}
+	if j.next != nil {
+		j.next.prev = j.prev
+	} else {
+		l.tail = j.prev
+	}
+	j.prev, j.next, j.listed = nil, nil, false
+}
+
+// next returns when the earliest heartbeat is due.
+func (l *beatList) next() (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.head == nil {
+		return time.Time{}, false
+	}
+	return l.head.due, true
+}
+
+// takeDue takes the running jobs due at now out of the list.
+func (l *beatList) takeDue(now time.Time) []*job {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var due []*job
+	for l.head != nil && !l.head.due.After(now) {
+		j := l.head
+		l.unlinkLocked(j)
+		if j.state == jobRunning {
+			due = append(due, j)
+		}
+	}
+	return due
+}
+
+// requeue puts a renewed job back in line, if its handler still runs.
+func (l *beatList) requeue(j *job, due time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if j.state == jobRunning && !j.listed {
+		l.pushLocked(j, due)
+	}
+}
+
+// decide moves a job whose handler returned to deciding; false when its
+// claim was superseded or given back, and nothing must be recorded.
+func (l *beatList) decide(j *job) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.dropLocked(j)
+	delete(l.running, j)
+	if j.state != jobRunning {
+		return false
+	}
+	j.state = jobDeciding
+	return true
+}
+
+// supersede marks a running job's claim superseded; false when the worker
+// was already deciding the task (or had given it back).
+func (l *beatList) supersede(j *job) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if j.state != jobRunning {
+		return false
+	}
+	j.state = jobSettled
+	l.dropLocked(j)
+	return true
+}
+
+// remove takes a finished job out of the list.
+func (l *beatList) remove(j *job) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.dropLocked(j)
+	delete(l.running, j)
+}
+
+// abandonAll marks every running job given back and returns them; jobs
+// added later are refused.
+func (l *beatList) abandonAll() []*job {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.abandoned = true
+	var out []*job
+	for j := range l.running {
+		if j.state == jobRunning {
+			j.state = jobSettled
+			l.dropLocked(j)
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// storeClock estimates the store's clock from the last reading it reported:
+// that reading plus the time elapsed since on the worker's own clock.
+type storeClock struct {
+	mu    sync.Mutex
+	store time.Time // the store's Now, as last reported
+	local time.Time // the worker's clock when it was reported
+	mono  time.Time // time.Now() then, with its monotonic reading
+}
+
+// observe records a store's Now (the zero time is ignored).
+func (c *storeClock) observe(clock Clock, now time.Time) {
+	if now.IsZero() {
+		return
+	}
+	local, mono := clock.Now(), time.Now()
+	c.mu.Lock()
+	if c.store.IsZero() || !now.Before(c.store) {
+		c.store, c.local, c.mono = now, local, mono
+	}
+	c.mu.Unlock()
+}
+
+// estimate returns the store's clock now, as best the worker knows it: the
+// worker's clock when no store reading was seen yet.
+func (c *storeClock) estimate(clock Clock) time.Time {
+	c.mu.Lock()
+	store, local, mono := c.store, c.local, c.mono
+	c.mu.Unlock()
+	if store.IsZero() {
+		return clock.Now()
+	}
+	var elapsed time.Duration
+	if _, system := clock.(SystemClock); system {
+		elapsed = time.Since(mono)
+	} else {
+		elapsed = clock.Now().Sub(local)
+	}
+	return store.Add(max(elapsed, 0)).Truncate(time.Microsecond)
 }
 
 // consult runs a retry policy, falling back on DefaultRetryPolicy if it

@@ -1,0 +1,295 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/core"
+)
+
+// batchRecStore is a recStore that is also a core.BatchStore: it records
+// every AckBatch with the number of its items, and lets a test act on the
+// store just before a batch or an Ack is applied.
+type batchRecStore struct {
+	*recStore
+	batch       core.BatchStore
+	beforeBatch func(p core.AckBatchParams)
+	ackTwice    atomic.Bool // Ack is applied twice, the second answer returned (a retransmission)
+}
+
+func newBatchRecStore(t *testing.T, clk core.Clock) *batchRecStore {
+	r := newRecStore(t, clk)
+	return &batchRecStore{recStore: r, batch: r.Store.(core.BatchStore)}
+}
+
+func (s *batchRecStore) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (core.BatchResult, error) {
+	return s.batch.EnqueueBatch(ctx, p)
+}
+
+func (s *batchRecStore) AckBatch(ctx context.Context, p core.AckBatchParams) (core.BatchResult, error) {
+	if s.beforeBatch != nil {
+		s.beforeBatch(p)
+	}
+	r, err := s.batch.AckBatch(ctx, p)
+	s.add(event{Op: "AckBatch", Err: err, N: len(p.Acks)})
+	return r, err
+}
+
+func (s *batchRecStore) Ack(ctx context.Context, p core.AckParams) (core.TaskResult, error) {
+	if s.ackTwice.Load() {
+		if _, err := s.Store.Ack(ctx, p); err != nil {
+			return core.TaskResult{}, err
+		}
+	}
+	return s.recStore.Ack(ctx, p)
+}
+
+var _ core.BatchStore = (*batchRecStore)(nil)
+
+func TestWorkerAcksTasksThatFinishTogetherInOneBatch(t *testing.T) {
+	clk := core.NewFakeClock(t0)
+	s := newBatchRecStore(t, clk)
+	const n = 8
+	for i := range n {
+		enqueue(t, s, clk, fmt.Sprintf("t%d", i))
+	}
+	var begun sync.WaitGroup
+	begun.Add(n)
+	release := make(chan struct{})
+	w := newWorker(t, s, clk, func(_ context.Context, c core.Claim, _ core.Task) ([]byte, error) {
+		begun.Done()
+		<-release
+		return []byte("r " + c.TaskID), nil
+	}, core.WithConcurrency(n))
+	stop := started(t, w)
+	begun.Wait()
+	close(release)
+	// Every ack is recorded; at most a few calls carry them.
+	deadline := time.Now().Add(guard)
+	for w.Stats().Acked < n && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	stop()
+	calls, items := 0, 0
+	for _, e := range s.snapshot() {
+		switch e.Op {
+		case "AckBatch":
+			calls++
+			items += e.N
+		case "Ack":
+			calls++
+			items++
+		}
+	}
+	if items != n || calls >= n {
+		t.Fatalf("%d acks in %d calls (%v), want %d in fewer calls", items, calls, s.snapshot(), n)
+	}
+	for i := range n {
+		id := fmt.Sprintf("t%d", i)
+		if task := mustGet(t, s, id); task.State != core.Succeeded || string(task.Result) != "r "+id {
+			t.Fatalf("%s = %v %q", id, task.State, task.Result)
+		}
+	}
+	if st := w.Stats(); st.Acked != n || st.LeasesLost != 0 || st.StoreErrors != 0 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+func TestWorkerAcksALoneTaskAtOnce(t *testing.T) {
+	clk := core.NewFakeClock(t0)
+	s := newBatchRecStore(t, clk)
+	enqueue(t, s, clk, "alone")
+	w := newWorker(t, s, clk, func(context.Context, core.Claim, core.Task) ([]byte, error) {
+		return nil, nil
+	}, core.WithConcurrency(4))
+	started(t, w)
+	// Nothing else runs: the ack does not wait for company (a linger would
+	// show up here as a missing Ack; the fake clock never moves).
+	if e := s.wait(t, "Ack", 1); e.Err != nil || e.TaskID != "alone" {
+		t.Fatalf("ack: %+v", e)
+	}
+	if s.count("AckBatch") != 0 {
+		t.Fatal("a lone ack went through AckBatch")
+	}
+}
+
+func TestWorkerHandlesEachItemOfAnAckBatchAsASingleAck(t *testing.T) {
+	clk := core.NewFakeClock(t0)
+	s := newBatchRecStore(t, clk)
+	enqueue(t, s, clk, "kept")
+	enqueue(t, s, clk, "removed")
+	var begun sync.WaitGroup
+	begun.Add(2)
+	release := make(chan struct{})
+	causes := make(chan error, 2)
+	w := newWorker(t, s, clk, func(ctx context.Context, c core.Claim, _ core.Task) ([]byte, error) {
+		begun.Done()
+		<-release
+		go func() { <-ctx.Done(); causes <- context.Cause(ctx) }()
+		return []byte("done"), nil
+	}, core.WithConcurrency(2))
+	// An operator removes a task just before the batch is applied: its item
+	// is refused as stale, the other succeeds.
+	s.beforeBatch = func(core.AckBatchParams) {
+		if _, err := s.Remove(context.Background(), core.InspectParams{Queue: queue, ID: "removed"}); err != nil {
+			t.Errorf("Remove: %v", err)
+		}
+	}
+	stop := started(t, w)
+	begun.Wait()
+	close(release)
+	if e := s.wait(t, "AckBatch", 1); e.Err != nil || e.N != 2 {
+		t.Fatalf("ack batch: %+v", e)
+	}
+	stop()
+	if st := w.Stats(); st.Acked != 1 || st.LeasesLost != 1 || st.StaleDecisions != 1 {
+		t.Fatalf("stats = %+v, want one ack and one lost lease", st)
+	}
+	superseded := 0
+	for range 2 {
+		if errors.Is(receive(t, causes), core.ErrClaimSuperseded) {
+			superseded++
+		}
+	}
+	if superseded != 1 {
+		t.Fatalf("%d handler contexts were told their claim was superseded, want 1", superseded)
+	}
+	if task := mustGet(t, s, "kept"); task.State != core.Succeeded {
+		t.Fatalf("kept = %v", task.State)
+	}
+}
+
+func TestWorkerNeverCountsItsOwnAckAsALostLease(t *testing.T) {
+	clk := core.NewFakeClock(t0)
+	s := newBatchRecStore(t, clk)
+	s.ackTwice.Store(true) // the store sees the Ack twice and answers the second
+	enqueue(t, s, clk, "twice")
+	w := newWorker(t, s, clk, func(context.Context, core.Claim, core.Task) ([]byte, error) {
+		return nil, nil
+	})
+	stop := started(t, w)
+	e := s.wait(t, "Ack", 1)
+	stop()
+	if !errors.Is(e.Err, core.ErrInvalidTransition) {
+		t.Fatalf("the second Ack: %v, want an invalid transition", e.Err)
+	}
+	if st := w.Stats(); st.Acked != 1 || st.LeasesLost != 0 || st.StaleDecisions != 0 {
+		t.Fatalf("stats = %+v, want the ack counted and no lost lease", st)
+	}
+}
+
+// extendGate is a store whose Extend waits, once, until the test lets it go.
+type extendGate struct {
+	*recStore
+	entered, proceed chan struct{}
+	once             sync.Once
+}
+
+func (s *extendGate) Extend(ctx context.Context, p core.ExtendParams) (core.TaskResult, error) {
+	s.once.Do(func() {
+		close(s.entered)
+		<-s.proceed
+	})
+	return s.recStore.Extend(ctx, p)
+}
+
+func TestWorkerHeartbeatThatMeetsItsOwnAckIsNotALostLease(t *testing.T) {
+	clk := core.NewFakeClock(t0)
+	s := &extendGate{recStore: newRecStore(t, clk), entered: make(chan struct{}), proceed: make(chan struct{})}
+	enqueue(t, s, clk, "a")
+	begun, release := make(chan struct{}), make(chan struct{})
+	cause := make(chan error, 1)
+	w := newWorker(t, s, clk, func(ctx context.Context, _ core.Claim, _ core.Task) ([]byte, error) {
+		close(begun)
+		<-release
+		go func() { <-ctx.Done(); cause <- context.Cause(ctx) }()
+		return nil, nil
+	})
+	stop := started(t, w)
+	receive(t, begun)
+	blockUntil(t, clk, 1)
+	clk.Advance(heartbeat)
+	receive(t, s.entered) // the heartbeat is on its way to the store
+	close(release)
+	s.wait(t, "Ack", 1) // the worker's own ack lands first
+	close(s.proceed)
+	if e := s.wait(t, "Extend", 1); !errors.Is(e.Err, core.ErrInvalidTransition) {
+		t.Fatalf("the late heartbeat: %v, want an invalid transition (the task succeeded)", e.Err)
+	}
+	stop()
+	if st := w.Stats(); st.Acked != 1 || st.LeasesLost != 0 {
+		t.Fatalf("stats = %+v, want the ack and no lost lease", st)
+	}
+	if c := receive(t, cause); errors.Is(c, core.ErrClaimSuperseded) {
+		t.Fatalf("the handler was told its claim was superseded: %v", c)
+	}
+}
+
+// skewedClock is a worker's or a broker's clock that is off by skew from the
+// store's; its timers are the store clock's.
+type skewedClock struct {
+	*core.FakeClock
+	skew time.Duration
+}
+
+func (c skewedClock) Now() time.Time { return c.FakeClock.Now().Add(c.skew) }
+
+func TestWorkerRetriesOnTheStoresClockWhateverItsOwnSkew(t *testing.T) {
+	const delay = 10 * time.Second
+	for _, skew := range []time.Duration{5 * time.Second, -5 * time.Second} {
+		t.Run(fmt.Sprintf("skew=%v", skew), func(t *testing.T) {
+			clk := core.NewFakeClock(t0)
+			s := newRecStore(t, clk)
+			enqueue(t, s, clk, "r")
+			begun, release := make(chan struct{}), make(chan struct{})
+			w := newWorker(t, s, skewedClock{clk, skew}, func(context.Context, core.Claim, core.Task) ([]byte, error) {
+				close(begun)
+				<-release
+				return nil, errors.New("try again")
+			}, core.WithRetryPolicy(func(core.Task, error) (time.Duration, bool) { return delay, true }))
+			stop := started(t, w)
+			receive(t, begun)
+			blockUntil(t, clk, 1) // the heartbeat
+			clk.Advance(2 * time.Second)
+			close(release)
+			s.wait(t, "Retry", 1)
+			stop()
+			task := mustGet(t, s, "r")
+			// The store's clock read t0+2s when the handler failed.
+			if want := t0.Add(2*time.Second + delay); task.State != core.Scheduled || !task.RunAfter.Equal(want) {
+				t.Fatalf("task %v runAfter %v, want scheduled at %v (the store's now + the delay), not shifted by the skew",
+					task.State, task.RunAfter, want)
+			}
+		})
+	}
+}
+
+func TestBrokerRequeuesOnTheStoresClockWhateverItsOwnSkew(t *testing.T) {
+	const delay = 7 * time.Second
+	for _, skew := range []time.Duration{5 * time.Second, -5 * time.Second} {
+		t.Run(fmt.Sprintf("skew=%v", skew), func(t *testing.T) {
+			clk := core.NewFakeClock(t0)
+			s := newRecStore(t, clk)
+			enqueue(t, s, clk, "lapsed")
+			if _, err := s.Pop(context.Background(), core.PopParams{Queue: queue, Lease: lease, N: 1}); err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(lease)
+			b := newBroker(t, s, skewedClock{clk, skew},
+				core.WithRetryPolicy(func(core.Task, error) (time.Duration, bool) { return delay, true }))
+			p, err := b.RunOnce(context.Background())
+			if err != nil || p.Requeued != 1 {
+				t.Fatalf("pass = %+v, %v", p, err)
+			}
+			task := mustGet(t, s, "lapsed")
+			if want := t0.Add(lease + delay); task.State != core.Scheduled || !task.RunAfter.Equal(want) {
+				t.Fatalf("task %v runAfter %v, want scheduled at %v (the store's now + the delay)", task.State, task.RunAfter, want)
+			}
+		})
+	}
+}
