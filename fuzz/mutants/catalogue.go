@@ -54,6 +54,10 @@ var Catalogue = []Mutant{
 	{"btree-ascend-skips-last-child", "an index walk skips the subtree after a node's last item, so ClaimExpired, Prune and List stop before the last page of a state holding more than 63 tasks", Edge, []string{"memory"}},
 	{"clock-reading-not-truncated", "the store keeps its clock's reading to the nanosecond, not the microsecond the contract keeps times in", Edge, []string{"memory"}},
 	{"snapshot-shares-payload", "the tasks a store returns share their payload and result with the stored task, so a caller writing into them changes the store", Edge, []string{"memory"}},
+	{"broker-stale-falls-back-to-requeue", "a broker whose decision is refused as stale requeues the task as an operator would, unconditionally, so it is not stuck (the seed's bug one layer up)", RedisSeed, []string{Core}},
+	{"reaper-stops-after-first-batch", "a broker's pass claims and decides one batch of expired tasks and leaves the rest to a later pass", Runtime, []string{Core}},
+	{"recovery-stops-after-first-batch", "a one-step broker's pass recovers one batch of expired tasks and leaves the rest to a later pass", Runtime, []string{Core}},
+	{"broker-retry-time-from-own-clock", "a broker computes a requeue's run-after from its own clock, not from the store's reading in the ClaimExpired result", Runtime, []string{Core}},
 }
 
 // Adapters are the targets a patch may have: the adapters, named as the
