@@ -2,8 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"time"
 
 	"github.com/leasehold/leasehold/core"
@@ -31,19 +29,26 @@ func (s *Store) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (co
 	items := make([]core.ItemResult, len(p.Tasks))
 	now, err := s.write(ctx, p.Queue, func() error { return validBatch(len(p.Tasks)) }, enqueueStatements, func(t tx, now time.Time) error {
 		clear(items) // the committer may run an operation again in a new transaction
-		pending := -1
+		base, _, err := t.seq(p.Queue)
+		if err != nil {
+			return err
+		}
+		pending, added := -1, 0
 		for i, a := range p.Tasks {
 			if err := validEnqueue(a); err != nil {
 				items[i].Err = err
 				continue
 			}
-			task, err := t.enqueue(p.Queue, a, now, &pending)
+			task, err := t.enqueue(p.Queue, a, now, base+int64(added)+1, &pending)
 			if err != nil && !isItemError(err) {
 				return err
 			}
 			items[i] = core.ItemResult{Task: task, Err: err}
+			if err == nil {
+				added++
+			}
 		}
-		return nil
+		return t.advanceTo(p.Queue, added, uint64(base)+uint64(added))
 	})
 	if err != nil {
 		return core.BatchResult{}, err
@@ -52,7 +57,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (co
 }
 
 // ackBatchStatements are the statements an AckBatch uses.
-var ackBatchStatements = []string{sqlSeq, sqlAckAt, sqlProbe, sqlAdvance}
+var ackBatchStatements = []string{sqlSeq, sqlAnyTask, sqlAck, sqlProbe, sqlDraw}
 
 // AckBatch implements core.BatchStore: the claims are acknowledged in one
 // transaction, in order, each by an UPDATE with the guard of Ack (task ID,
@@ -76,8 +81,8 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 	items := make([]core.ItemResult, len(p.Acks))
 	now, err := s.write(ctx, p.Queue, validate, ackBatchStatements, func(t tx, now time.Time) error {
 		clear(items)
-		var base int64
-		if err := t.queryRow(sqlSeq, p.Queue).Scan(&base); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		base, _, err := t.seq(p.Queue)
+		if err != nil {
 			return err
 		}
 		acked := 0
@@ -88,7 +93,7 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 				continue
 			}
 			v := base + int64(acked) + 1
-			task, found, err := t.oneTask(sqlAckAt, p.Queue, c.TaskID, int64(c.Token), micros(now), blob(a.Result), v)
+			task, found, err := t.oneTask(sqlAck, withVersion([]any{p.Queue, c.TaskID, int64(c.Token), micros(now), blob(a.Result)}, v)...)
 			if err != nil {
 				return err
 			}
@@ -103,7 +108,7 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 			items[i].Task = task
 			acked++
 		}
-		return t.advance(p.Queue, acked)
+		return t.advanceTo(p.Queue, acked, uint64(base)+uint64(acked))
 	})
 	if err != nil {
 		return core.BatchResult{}, err

@@ -25,7 +25,7 @@ func TestGroupCommitKeepsEachOperationAtomic(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.wstmts.prepare(context.Background(), sqlDrawOne); err != nil {
+	if err := s.wstmts.prepare(context.Background(), sqlDraw, sqlAnyTask); err != nil {
 		t.Fatal(err)
 	}
 	// draw makes an operation that draws one value of queue's sequence (a
@@ -34,8 +34,7 @@ func TestGroupCommitKeepsEachOperationAtomic(t *testing.T) {
 	draw := func(ctx context.Context, queue string, fail error) *job {
 		return &job{ctx: ctx, done: make(chan struct{}), fn: func(t tx, now time.Time) error {
 			runs[queue]++
-			var v int64
-			if err := t.queryRow(sqlDrawOne, queue).Scan(&v); err != nil {
+			if _, err := t.draw(queue, 1); err != nil {
 				return err
 			}
 			return fail

@@ -79,9 +79,11 @@
 // nothing, and the transaction then reads the task to say why, in the model's
 // order: ErrStaleClaim (the task is gone, or holds another token or version),
 // ErrNotFound or ErrConflict for the inspector, or a *model.TransitionError
-// naming the op and the state. The new Version is read from the queue's
-// sequence inside the same statement, and the sequence advances only when the
-// statement changed a task.
+// naming the op and the state. An operation on one task draws its new
+// Version from the queue's sequence first and binds it into the statement;
+// when the operation is refused it rolls back, and the draw with it. A
+// statement that stamps several tasks numbers them from the sequence's value
+// by rank, and the sequence then advances past the values used.
 //
 // Pop has two implementations (WithPopMode): PopReturning claims the first
 // Ready tasks and returns them with one UPDATE … FROM … RETURNING statement;
@@ -91,8 +93,15 @@
 // processes recovering at once recover each task once.
 //
 // A row that does not decode (an unknown state, an error history that is not
-// a JSON array, a time that is not an integer, ...) makes the operation that
-// reads it fail with an error wrapping core.ErrCorrupt, and roll back. A row
+// a JSON array, a time that is not an integer, ...) or whose fields disagree
+// with its state (a Running task without a deadline, a queued one holding a
+// token, ...) makes the operation that reads it fail with an error wrapping
+// core.ErrCorrupt, and roll back. ClaimExpired and RecoverExpired first look
+// for a Running task whose deadline is not a time, which a comparison with
+// the clock would skip forever, and fail the same way. The queue's sequence
+// is checked each time it is drawn from: a value that is not an integer, or a
+// missing row while the queue has tasks, is ErrCorrupt, never a restart of
+// the versions that could hand out a token a live claim holds. A row
 // is checked as the operation leaves it, so an operation that overwrites
 // every damaged field (an Extend over a damaged deadline) succeeds and
 // leaves a sound row.

@@ -16,8 +16,8 @@ import (
 
 // popStatements are the statements each Pop implementation uses.
 var popStatements = map[PopMode][]string{
-	PopReturning:    {sqlPopReturning, sqlAdvance},
-	PopSelectUpdate: {sqlPopSelect, sqlSeq, sqlPopClaim, sqlAdvance},
+	PopReturning:    {sqlPopReturning, sqlDraw, sqlSeq},
+	PopSelectUpdate: {sqlPopSelect, sqlSeq, sqlPopClaim, sqlDraw},
 }
 
 // limitArg turns the model's "0: no limit" into SQLite's LIMIT -1.
@@ -42,13 +42,108 @@ func byVersion(ts []model.Task) {
 	})
 }
 
-// advance moves the queue's sequence past the n values a statement used.
-func (t tx) advance(queue string, n int) error {
+// The queue's sequence row is checked whenever it is used: a sequence that
+// is not an integer, or a missing row while the queue has tasks, fails the
+// operation with ErrCorrupt (and rolls it back) instead of restarting the
+// versions and reissuing a token someone may hold.
+
+// draw takes the next n values of the queue's sequence and returns the last
+// one, for an operation that then stamps a task with it.
+func (t tx) draw(queue string, n int) (int64, error) {
+	var last int64
+	err := t.queryRow(sqlDraw, queue, n).Scan(&last)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, corrupt("queue %q: the sequence is not an integer", queue)
+	case err != nil:
+		return 0, err
+	case last == int64(n):
+		// The row was created just now (or held 0): the queue must have no
+		// task, else its row was lost.
+		var one int
+		switch err := t.queryRow(sqlAnyTask, queue).Scan(&one); {
+		case err == nil:
+			return 0, corrupt("queue %q has tasks but its sequence was missing or reset", queue)
+		case !errors.Is(err, sql.ErrNoRows):
+			return 0, err
+		}
+	}
+	return last, nil
+}
+
+// seq reads the queue's sequence without changing it; fresh is true when the
+// queue has no row yet (and then no task).
+func (t tx) seq(queue string) (last int64, fresh bool, err error) {
+	var raw any
+	var isInt bool
+	switch err := t.queryRow(sqlSeq, queue).Scan(&raw, &isInt); {
+	case errors.Is(err, sql.ErrNoRows):
+		var one int
+		switch err := t.queryRow(sqlAnyTask, queue).Scan(&one); {
+		case err == nil:
+			return 0, false, corrupt("queue %q has tasks but no sequence", queue)
+		case !errors.Is(err, sql.ErrNoRows):
+			return 0, false, err
+		}
+		return 0, true, nil
+	case err != nil:
+		return 0, false, err
+	}
+	last, ok := raw.(int64)
+	if !ok || !isInt {
+		return 0, false, corrupt("queue %q: the sequence %v is not an integer", queue, abbreviate(raw))
+	}
+	return last, false, nil
+}
+
+// advanceTo moves the queue's sequence past the n values a statement used,
+// the last of which is last (0 when n is 0). A sequence that is not an
+// integer (the statement stamped rank-only versions) or that ends elsewhere
+// is ErrCorrupt.
+func (t tx) advanceTo(queue string, n int, last uint64) error {
 	if n == 0 {
 		return nil
 	}
-	_, err := t.exec(sqlAdvance, queue, n)
+	var got int64
+	switch err := t.queryRow(sqlDraw, queue, n).Scan(&got); {
+	case errors.Is(err, sql.ErrNoRows):
+		return corrupt("queue %q: the sequence is not an integer", queue)
+	case err != nil:
+		return err
+	case got != int64(last):
+		return corrupt("queue %q: the sequence is at %d after stamping version %d", queue, got, last)
+	}
+	return nil
+}
+
+// stamped explains an error of a statement that stamps tasks with seqBase +
+// rank: a queue row that is missing or not an integer is ErrCorrupt.
+func (t tx) stamped(queue string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, _, serr := t.seq(queue); serr != nil && errors.Is(serr, core.ErrCorrupt) {
+		return serr
+	}
 	return err
+}
+
+// lastVersion is the largest Version of tasks (sorted by version), 0 for
+// none.
+func lastVersion(ts []model.Task) uint64 {
+	if len(ts) == 0 {
+		return 0
+	}
+	return ts[len(ts)-1].Version
+}
+
+// withVersion returns args padded to eight parameters, then v as ?9
+// (newVersion).
+func withVersion(args []any, v int64) []any {
+	for len(args) < 8 {
+		args = append(args, nil)
+	}
+	return append(args, v)
 }
 
 // oneTask runs a statement that changes at most one task and returns it. found
@@ -91,7 +186,7 @@ func (t tx) probe(queue, id string) (state model.State, token, version uint64, f
 // --- producer and mover ------------------------------------------------------
 
 // enqueueStatements are the statements an Enqueue uses.
-var enqueueStatements = []string{sqlExists, sqlPending, sqlDrawOne, insertTaskSQL}
+var enqueueStatements = []string{sqlDraw, sqlAnyTask, sqlSeq, sqlPending, sqlProbe, sqlInsertNew}
 
 // validEnqueue is the model's check of Enqueue's arguments.
 func validEnqueue(a model.EnqueueArgs) error {
@@ -110,9 +205,15 @@ func validEnqueue(a model.EnqueueArgs) error {
 // Enqueue implements core.Store.
 func (s *Store) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskResult, error) {
 	var task model.Task
-	now, err := s.write(ctx, p.Queue, func() error { return validEnqueue(p.EnqueueArgs) }, enqueueStatements, func(t tx, now time.Time) (err error) {
+	now, err := s.write(ctx, p.Queue, func() error { return validEnqueue(p.EnqueueArgs) }, enqueueStatements, func(t tx, now time.Time) error {
+		// The value is drawn first; if the task is refused, the operation
+		// rolls back and the draw with it.
+		v, err := t.draw(p.Queue, 1)
+		if err != nil {
+			return err
+		}
 		pending := -1
-		task, err = t.enqueue(p.Queue, p.EnqueueArgs, now, &pending)
+		task, err = t.enqueue(p.Queue, p.EnqueueArgs, now, v, &pending)
 		return err
 	})
 	if err != nil {
@@ -121,18 +222,13 @@ func (s *Store) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskRes
 	return core.TaskResult{Now: now, Task: task}, nil
 }
 
-// enqueue adds one task whose arguments are valid, with the model's checks in
-// its order: the ID is free, then the queue has room. *pending is the
-// queue's number of pending tasks, -1 when not counted yet; enqueue counts
-// them when it needs to and keeps the count up to date.
-func (t tx) enqueue(queue string, a model.EnqueueArgs, now time.Time, pending *int) (model.Task, error) {
-	var one int
-	switch err := t.queryRow(sqlExists, queue, a.ID).Scan(&one); {
-	case err == nil:
-		return model.Task{}, fmt.Errorf("%w: task %q already exists", core.ErrConflict, a.ID)
-	case !errors.Is(err, sql.ErrNoRows):
-		return model.Task{}, err
-	}
+// enqueue adds one task whose arguments are valid, with version v, and the
+// model's checks in its order: the ID is free, then the queue has room.
+// *pending is the queue's number of pending tasks, -1 when not counted yet;
+// enqueue counts them when it needs to and keeps the count up to date. A
+// refused task writes nothing.
+func (t tx) enqueue(queue string, a model.EnqueueArgs, now time.Time, v int64, pending *int) (model.Task, error) {
+	conflict := func() error { return fmt.Errorf("%w: task %q already exists", core.ErrConflict, a.ID) }
 	if capacity := t.s.capacity; capacity > 0 {
 		if *pending < 0 {
 			if err := t.queryRow(sqlPending, queue, capacity).Scan(pending); err != nil {
@@ -140,12 +236,14 @@ func (t tx) enqueue(queue string, a model.EnqueueArgs, now time.Time, pending *i
 			}
 		}
 		if *pending >= capacity {
+			switch _, _, _, found, err := t.probe(queue, a.ID); {
+			case errors.Is(err, core.ErrCorrupt) || found:
+				return model.Task{}, conflict() // the model looks at the ID first
+			case err != nil:
+				return model.Task{}, err
+			}
 			return model.Task{}, fmt.Errorf("%w: %d pending tasks", core.ErrQueueFull, capacity)
 		}
-	}
-	var v int64
-	if err := t.queryRow(sqlDrawOne, queue).Scan(&v); err != nil {
-		return model.Task{}, err
 	}
 	task := model.Task{
 		Queue: queue, ID: a.ID, Payload: clone(a.Payload), Priority: a.Priority,
@@ -153,8 +251,14 @@ func (t tx) enqueue(queue string, a model.EnqueueArgs, now time.Time, pending *i
 	}
 	task.RunAfter = ceil(a.RunAfter)
 	task.State = queuedState(now, task.RunAfter)
-	if _, err := t.exec(insertTaskSQL, taskArgs(task)...); err != nil {
+	res, err := t.exec(sqlInsertNew, taskArgs(task)...)
+	if err != nil {
 		return model.Task{}, err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return model.Task{}, err
+	} else if n == 0 {
+		return model.Task{}, conflict()
 	}
 	if *pending >= 0 {
 		*pending++
@@ -171,10 +275,10 @@ func (s *Store) Promote(ctx context.Context, p core.PromoteParams) (core.IDsResu
 		return nil
 	}
 	var ids []string
-	now, err := s.write(ctx, p.Queue, validate, []string{sqlPromote, sqlAdvance}, func(t tx, now time.Time) error {
+	now, err := s.write(ctx, p.Queue, validate, []string{sqlPromote, sqlDraw, sqlSeq, sqlAnyTask}, func(t tx, now time.Time) error {
 		rows, err := t.query(sqlPromote, p.Queue, now.UnixMicro(), limitArg(p.Limit))
 		if err != nil {
-			return err
+			return t.stamped(p.Queue, err)
 		}
 		type promoted struct {
 			id      string
@@ -191,14 +295,18 @@ func (s *Store) Promote(ctx context.Context, p core.PromoteParams) (core.IDsResu
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return err
+			return t.stamped(p.Queue, err)
 		}
 		slices.SortFunc(got, func(a, b promoted) int { return int(a.version - b.version) })
 		ids = make([]string, len(got))
 		for i, r := range got {
 			ids[i] = r.id
 		}
-		return t.advance(p.Queue, len(got))
+		last := uint64(0)
+		if len(got) > 0 {
+			last = uint64(got[len(got)-1].version)
+		}
+		return t.advanceTo(p.Queue, len(got), last)
 	})
 	if err != nil {
 		return core.IDsResult{}, err
@@ -228,9 +336,9 @@ func (s *Store) Pop(ctx context.Context, p core.PopParams) (core.TasksResult, er
 			tasks, err = t.popReturning(p.Queue, p.N, now, deadline)
 		}
 		if err != nil {
-			return err
+			return t.stamped(p.Queue, err)
 		}
-		return t.advance(p.Queue, len(tasks))
+		return t.advanceTo(p.Queue, len(tasks), lastVersion(tasks))
 	})
 	if err != nil {
 		return core.TasksResult{}, err
@@ -261,8 +369,8 @@ func (t tx) popSelectUpdate(queue string, n int, now, deadline time.Time) ([]mod
 	if len(tasks) == 0 {
 		return []model.Task{}, nil
 	}
-	var base int64
-	if err := t.queryRow(sqlSeq, queue).Scan(&base); err != nil {
+	base, _, err := t.seq(queue)
+	if err != nil {
 		return nil, err
 	}
 	for i := range tasks {
@@ -307,8 +415,12 @@ func (s *Store) workerOp(ctx context.Context, op model.Op, c model.Claim, valida
 			}
 		}
 		return validClaim(c)
-	}, []string{q, sqlAdvance}, func(t tx, now time.Time) error {
-		all := append([]any{c.Queue, c.TaskID, int64(c.Token)}, args(now)...)
+	}, []string{q, sqlDraw, sqlAnyTask, sqlProbe}, func(t tx, now time.Time) error {
+		v, err := t.draw(c.Queue, 1) // rolled back with the operation if it is refused
+		if err != nil {
+			return err
+		}
+		all := withVersion(append([]any{c.Queue, c.TaskID, int64(c.Token)}, args(now)...), v)
 		got, found, err := t.oneTask(q, all...)
 		if err != nil {
 			return err
@@ -317,7 +429,7 @@ func (s *Store) workerOp(ctx context.Context, op model.Op, c model.Claim, valida
 			return t.diagnoseClaim(op, c)
 		}
 		task = got
-		return t.advance(c.Queue, 1)
+		return nil
 	})
 	if err != nil {
 		return core.TaskResult{}, err
@@ -410,23 +522,39 @@ func (s *Store) ClaimExpired(ctx context.Context, p core.ClaimExpiredParams) (co
 		return nil
 	}
 	var claims []model.ReapClaim
-	now, err := s.write(ctx, p.Queue, validate, []string{sqlClaimExpired, sqlAdvance}, func(t tx, now time.Time) error {
+	now, err := s.write(ctx, p.Queue, validate, []string{sqlDamagedDeadline, sqlClaimExpired, sqlDraw, sqlSeq, sqlAnyTask}, func(t tx, now time.Time) error {
+		if err := t.soundDeadlines(p.Queue); err != nil {
+			return err
+		}
 		deadline := ceil(now.Add(p.ClaimTTL))
 		tasks, err := scanTasks(t.query(sqlClaimExpired, p.Queue, now.UnixMicro(), limitArg(p.Limit), micros(deadline)))
 		if err != nil {
-			return err
+			return t.stamped(p.Queue, err)
 		}
 		byVersion(tasks)
 		claims = make([]model.ReapClaim, len(tasks))
 		for i, task := range tasks {
 			claims[i] = model.ReapClaim{Queue: task.Queue, TaskID: task.ID, Version: task.Version, Deadline: task.Deadline, Task: task}
 		}
-		return t.advance(p.Queue, len(tasks))
+		return t.advanceTo(p.Queue, len(tasks), lastVersion(tasks))
 	})
 	if err != nil {
 		return core.ReapResult{}, err
 	}
 	return core.ReapResult{Now: now, Claims: claims}, nil
+}
+
+// soundDeadlines fails with ErrCorrupt if a Running task of the queue has a
+// deadline that is not a time, which the expiry scans would skip forever.
+func (t tx) soundDeadlines(queue string) error {
+	var id string
+	switch err := t.queryRow(sqlDamagedDeadline, queue).Scan(&id); {
+	case err == nil:
+		return corrupt("task %q in queue %q: running with a deadline that is not a time", id, queue)
+	case !errors.Is(err, sql.ErrNoRows):
+		return err
+	}
+	return nil
 }
 
 // brokerOp runs a broker's decision: q is an UPDATE guarded by task ID,
@@ -443,8 +571,12 @@ func (s *Store) brokerOp(ctx context.Context, op model.Op, rc model.ReapClaim, q
 		}
 		return nil
 	}
-	now, err := s.write(ctx, rc.Queue, validate, []string{q, sqlAdvance}, func(t tx, now time.Time) error {
-		all := append([]any{rc.Queue, rc.TaskID, int64(rc.Version)}, args(now)...)
+	now, err := s.write(ctx, rc.Queue, validate, []string{q, sqlDraw, sqlAnyTask, sqlProbe}, func(t tx, now time.Time) error {
+		v, err := t.draw(rc.Queue, 1) // rolled back with the operation if it is refused
+		if err != nil {
+			return err
+		}
+		all := withVersion(append([]any{rc.Queue, rc.TaskID, int64(rc.Version)}, args(now)...), v)
 		got, found, err := t.oneTask(q, all...)
 		if err != nil {
 			return err
@@ -462,7 +594,7 @@ func (s *Store) brokerOp(ctx context.Context, op model.Op, rc model.ReapClaim, q
 			return transition(op, state, rc.TaskID)
 		}
 		task = got
-		return t.advance(rc.Queue, 1)
+		return nil
 	})
 	if err != nil {
 		return core.TaskResult{}, err
@@ -507,18 +639,21 @@ func (s *Store) RecoverExpired(ctx context.Context, p core.RecoverExpiredParams)
 		return nil
 	}
 	var tasks []model.Task
-	now, err := s.write(ctx, p.Queue, validate, []string{sqlRecoverExpired, sqlAdvance}, func(t tx, now time.Time) (err error) {
+	now, err := s.write(ctx, p.Queue, validate, []string{sqlDamagedDeadline, sqlRecoverExpired, sqlDraw, sqlSeq, sqlAnyTask}, func(t tx, now time.Time) (err error) {
+		if err := t.soundDeadlines(p.Queue); err != nil {
+			return err
+		}
 		runAfter := ceil(now.Add(p.Delay))
 		tasks, err = scanTasks(t.query(sqlRecoverExpired, p.Queue, now.UnixMicro(), limitArg(p.Limit),
 			int64(queuedState(now, runAfter)), micros(runAfter)))
 		if err != nil {
-			return err
+			return t.stamped(p.Queue, err)
 		}
 		byVersion(tasks)
 		if tasks == nil {
 			tasks = []model.Task{}
 		}
-		return t.advance(p.Queue, len(tasks))
+		return t.advanceTo(p.Queue, len(tasks), lastVersion(tasks))
 	})
 	if err != nil {
 		return core.TasksResult{}, err
@@ -532,8 +667,16 @@ func (s *Store) RecoverExpired(ctx context.Context, p core.RecoverExpiredParams)
 // order: ErrNotFound, ErrConflict (expected version), then the state.
 func (s *Store) inspectorOp(ctx context.Context, op model.Op, p core.InspectParams, q string, advance bool) (core.TaskResult, error) {
 	var task model.Task
-	now, err := s.write(ctx, p.Queue, func() error { return model.ValidateID(p.ID) }, []string{q, sqlAdvance}, func(t tx, now time.Time) error {
-		got, found, err := t.oneTask(q, p.Queue, p.ID, int64(p.Expect))
+	now, err := s.write(ctx, p.Queue, func() error { return model.ValidateID(p.ID) }, []string{q, sqlDraw, sqlAnyTask, sqlProbe}, func(t tx, now time.Time) error {
+		args := []any{p.Queue, p.ID, int64(p.Expect)}
+		if advance {
+			v, err := t.draw(p.Queue, 1) // rolled back with the operation if it is refused
+			if err != nil {
+				return err
+			}
+			args = withVersion(args, v)
+		}
+		got, found, err := t.oneTask(q, args...)
 		if err != nil {
 			return err
 		}
@@ -550,9 +693,6 @@ func (s *Store) inspectorOp(ctx context.Context, op model.Op, p core.InspectPara
 			return transition(op, state, p.ID)
 		}
 		task = got
-		if advance {
-			return t.advance(p.Queue, 1)
-		}
 		return nil
 	})
 	if err != nil {

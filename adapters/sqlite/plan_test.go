@@ -20,7 +20,7 @@ func TestPlansReadIndexesInOrder(t *testing.T) {
 	}
 	defer s.Close()
 	statements := map[string]string{
-		"exists": sqlExists, "pending": sqlPending, "promote": sqlPromote,
+		"insert": sqlInsertNew, "draw": sqlDraw, "seq": sqlSeq, "any task": sqlAnyTask, "damaged deadline": sqlDamagedDeadline, "pending": sqlPending, "promote": sqlPromote,
 		"pop returning": sqlPopReturning, "pop select": sqlPopSelect, "pop claim": sqlPopClaim,
 		"extend": sqlExtend, "ack": sqlAck, "fail": sqlFail, "retry": sqlRetry,
 		"claim expired": sqlClaimExpired, "requeue": sqlRequeue, "finalize": sqlFinalize,

@@ -115,7 +115,34 @@ func decodeTask(raw [numColumns]any) (model.Task, error) {
 	if d.err != nil {
 		return model.Task{}, corrupt("task %q in queue %q: %v", t.ID, t.Queue, d.err)
 	}
+	if why := unsound(t); why != "" {
+		return model.Task{}, corrupt("task %q in queue %q (%v): %s", t.ID, t.Queue, t.State, why)
+	}
 	return t, nil
+}
+
+// unsound checks that the fields of a decoded task agree with its state, as
+// the model's invariants require of every task (a Running task holds a
+// token, a claim time and a deadline; a queued one none of them; a finished
+// one a finish time and no deadline), and returns what is wrong, or "".
+func unsound(t model.Task) string {
+	switch {
+	case t.ClaimToken > t.Version:
+		return fmt.Sprintf("claim token %d ahead of version %d", t.ClaimToken, t.Version)
+	case t.State == model.Running && (t.ClaimToken == 0 || t.ClaimedAt.IsZero() || t.Deadline.IsZero()):
+		return fmt.Sprintf("running without a claim (token %d, claimed %v, deadline %v)", t.ClaimToken, t.ClaimedAt, t.Deadline)
+	case t.State == model.Running && t.Attempt < 1:
+		return fmt.Sprintf("running with attempt %d", t.Attempt)
+	case (t.State == model.Ready || t.State == model.Scheduled) && (t.ClaimToken != 0 || !t.ClaimedAt.IsZero() || !t.Deadline.IsZero()):
+		return fmt.Sprintf("queued with a claim (token %d, claimed %v, deadline %v)", t.ClaimToken, t.ClaimedAt, t.Deadline)
+	case t.State == model.Scheduled && t.RunAfter.IsZero():
+		return "scheduled without a run-after time"
+	case t.State.Terminal() && (t.FinishedAt.IsZero() || !t.Deadline.IsZero()):
+		return fmt.Sprintf("finished at %v with deadline %v", t.FinishedAt, t.Deadline)
+	case !t.State.Terminal() && !t.FinishedAt.IsZero():
+		return fmt.Sprintf("not finished but finished at %v", t.FinishedAt)
+	}
+	return ""
 }
 
 // decoder converts column values, keeping the first error.

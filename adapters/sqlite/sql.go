@@ -53,23 +53,29 @@ func appendError(at, message, raw, leaseExpired string) string {
     ELSE ` + entry(`, 'message_bytes', `+raw) + ` END) END`
 }
 
-// nextVersion is the next value of the queue's sequence (bound as ?1), for
-// a statement that changes one task; the caller then advances the sequence.
-const nextVersion = `(SELECT seq + 1 FROM queues WHERE name = ?1)`
+// newVersion names the parameter (?9) that carries the version a statement
+// changing one task stamps it with: drawn from the queue's sequence just
+// before (see tx.draw), or computed by a batch from the value it read.
+const newVersion = `?9`
 
 // seqBase is the queue's last sequence value, for statements that stamp
-// several tasks with seqBase + their rank.
+// several tasks with seqBase + their rank; the caller then advances the
+// sequence past the values used (tx.advanceTo), which checks the sequence.
 const seqBase = `(SELECT seq FROM queues WHERE name = ?1)`
 
 var (
-	sqlExists  = `SELECT 1 FROM tasks WHERE queue = ?1 AND id = ?2`
 	sqlPending = fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM tasks WHERE queue = ?1 AND state IN (%d, %d, %d) LIMIT ?2 + 0)`,
 		model.Scheduled, model.Ready, model.Running)
-	sqlDrawOne = `INSERT INTO queues (name, seq) VALUES (?1, 1)
-ON CONFLICT (name) DO UPDATE SET seq = seq + 1 RETURNING seq`
-	sqlAdvance = `UPDATE queues SET seq = seq + ?2 WHERE name = ?1`
-	sqlSeq     = `SELECT seq FROM queues WHERE name = ?1`
-	sqlProbe   = `SELECT state, claim_token, version FROM tasks WHERE queue = ?1 AND id = ?2`
+	// ?1 queue, ?2 values to draw. The sequence advances only while it
+	// holds an integer; a missing row is created (and the caller checks
+	// that the queue then has no tasks).
+	sqlDraw = `INSERT INTO queues (name, seq) VALUES (?1, ?2)
+ON CONFLICT (name) DO UPDATE SET seq = seq + ?2 WHERE typeof(seq) = 'integer' RETURNING seq`
+	sqlSeq     = `SELECT seq, typeof(seq) = 'integer' FROM queues WHERE name = ?1`
+	sqlAnyTask = `SELECT 1 FROM tasks WHERE queue = ?1 LIMIT 1`
+	// Enqueue: insertTaskSQL, refusing an ID already taken.
+	sqlInsertNew = insertTaskSQL + ` ON CONFLICT (queue, id) DO NOTHING`
+	sqlProbe     = `SELECT state, claim_token, version FROM tasks WHERE queue = ?1 AND id = ?2`
 
 	// ?1 queue, ?2 now, ?3 limit (-1: none)
 	sqlPromote = fmt.Sprintf(`WITH due AS (
@@ -101,21 +107,24 @@ WHERE queue = ?1 AND id = ?2 AND state IN (%s) AND version = ?6`, model.Running,
 
 	// ?4 deadline
 	sqlExtend = fmt.Sprintf(`UPDATE tasks SET version = %s, deadline = ?4 `+workerGuard,
-		nextVersion, from(model.OpExtend))
+		newVersion, from(model.OpExtend))
 	// ?4 now, ?5 result
 	sqlAck = fmt.Sprintf(`UPDATE tasks SET version = %s, state = %d, result = ?5, finished_at = ?4, deadline = NULL `+workerGuard,
-		nextVersion, model.Succeeded, from(model.OpAck))
-	// AckBatch's Ack: the same guard, with the new version bound as ?6, so
-	// the items of a batch advance the sequence once, at the end.
-	sqlAckAt = fmt.Sprintf(`UPDATE tasks SET version = ?6, state = %d, result = ?5, finished_at = ?4, deadline = NULL `+workerGuard,
-		model.Succeeded, from(model.OpAck))
+		newVersion, model.Succeeded, from(model.OpAck))
 	// ?4 now, ?5 message, ?6 its bytes if not UTF-8
 	sqlFail = fmt.Sprintf(`UPDATE tasks SET version = %s, state = %d, errors = %s, finished_at = ?4, deadline = NULL `+workerGuard,
-		nextVersion, model.Failed, appendError("?4", "?5", "?6", "false"), from(model.OpFail))
+		newVersion, model.Failed, appendError("?4", "?5", "?6", "false"), from(model.OpFail))
 	// ?4 now, ?5 message, ?6 new state, ?7 run after, ?8 the message's bytes if not UTF-8
 	sqlRetry = fmt.Sprintf(`UPDATE tasks SET version = %s, state = ?6, errors = %s, run_after = ?7,
   claim_token = 0, claimed_at = NULL, deadline = NULL, finished_at = NULL `+workerGuard,
-		nextVersion, appendError("?4", "?5", "?8", "false"), from(model.OpRetry))
+		newVersion, appendError("?4", "?5", "?8", "false"), from(model.OpRetry))
+
+	// ?1 queue. A Running task whose deadline is not an integer (NULL, text
+	// or a blob, which sort before and after every number) would never be
+	// found expired: ClaimExpired and RecoverExpired look for one first,
+	// at both ends of the index, and fail with ErrCorrupt.
+	sqlDamagedDeadline = fmt.Sprintf(`SELECT id FROM (SELECT id FROM tasks WHERE queue = ?1 AND state = %[1]d AND deadline IS NULL LIMIT 1)
+UNION ALL SELECT id FROM (SELECT id FROM tasks WHERE queue = ?1 AND state = %[1]d AND deadline >= '' LIMIT 1)`, model.Running)
 
 	// ?1 queue, ?2 now, ?3 limit, ?4 new deadline
 	sqlClaimExpired = fmt.Sprintf(`WITH expired AS (
@@ -131,10 +140,10 @@ RETURNING %[4]s`, model.Running, seqBase, from(model.OpClaimExpired), qualifiedC
 	// ?4 now, ?5 message, ?6 new state, ?7 run after, ?8 the message's bytes if not UTF-8
 	sqlRequeue = fmt.Sprintf(`UPDATE tasks SET version = %s, state = ?6, errors = %s, run_after = ?7,
   claim_token = 0, claimed_at = NULL, deadline = NULL, finished_at = NULL `+brokerGuard,
-		nextVersion, appendError("?4", "?5", "?8", "true"), from(model.OpRequeue))
+		newVersion, appendError("?4", "?5", "?8", "true"), from(model.OpRequeue))
 	// ?4 now, ?5 message, ?6 its bytes if not UTF-8
 	sqlFinalize = fmt.Sprintf(`UPDATE tasks SET version = %s, state = %d, errors = %s, finished_at = ?4, deadline = NULL `+brokerGuard,
-		nextVersion, model.Failed, appendError("?4", "?5", "?6", "true"), from(model.OpFinalize))
+		newVersion, model.Failed, appendError("?4", "?5", "?6", "true"), from(model.OpFinalize))
 
 	// ?1 queue, ?2 now, ?3 limit, ?4 state when retried, ?5 run after when retried
 	sqlRecoverExpired = fmt.Sprintf(`WITH expired AS (
@@ -156,7 +165,7 @@ RETURNING %[6]s`, model.Running, seqBase, appendError("?2", "'"+model.LeaseExpir
 	sqlInspectRequeue = fmt.Sprintf(`UPDATE tasks SET version = %s, state = %d, attempt = 0, result = NULL, run_after = NULL,
   claim_token = 0, claimed_at = NULL, deadline = NULL, finished_at = NULL
 WHERE queue = ?1 AND id = ?2 AND (?3 = 0 OR version = ?3) AND state IN (%s) RETURNING %s`,
-		nextVersion, model.Ready, from(model.OpInspectRequeue), taskColumns)
+		newVersion, model.Ready, from(model.OpInspectRequeue), taskColumns)
 	sqlRemove = fmt.Sprintf(`DELETE FROM tasks WHERE queue = ?1 AND id = ?2 AND (?3 = 0 OR version = ?3) AND state IN (%s) RETURNING %s`,
 		from(model.OpRemove), taskColumns)
 
