@@ -170,8 +170,8 @@ func handlerOutcome(c *runtimeCase) []string {
 // lease": an Extend for any other duration (the heartbeat interval, say) is
 // a violation; so is a worker op on a claim refused as stale although every
 // earlier op on the claim reached the store before the deadline the one
-// before it set, the refused op was sent before that deadline too, and no
-// operator acted on the task.
+// before it set, the refused op was sent before that deadline too, no
+// operator acted on the task and the worker had not decided it itself.
 func heartbeatLease(c *runtimeCase) []string {
 	var out []string
 	for actor, ops := range c.byActor {
@@ -204,7 +204,7 @@ func heartbeatLease(c *runtimeCase) []string {
 					// If it took effect the deadline only moved later.
 				case d.refused == "stale_claim" || d.refused == "invalid_transition":
 					delete(deadline, id)
-					if c.readingBefore(op.Return).Before(dl) && !c.operatorActed(d.task, op.Return) {
+					if c.readingBefore(op.Return).Before(dl) && !c.operatorActed(d.task, op.Return) && !c.decidedBy(actor, id, op.Return) {
 						out = append(out, fmt.Sprintf("%s lost its claim on %s token %d (%v refused: %s) while it held the lease until %s and no operator acted",
 							actor, d.task, d.token, d.kind, d.refused, at(dl, c.epoch)))
 					}
@@ -330,22 +330,26 @@ func storeClockDelays(c *runtimeCase) []string {
 			}
 		case "worker":
 			spec := c.plan.Workers[indexOf(actor)]
-			seen := map[claimID]time.Time{} // the store's latest answer on the claim
+			type answer struct {
+				ret int64
+				now time.Time
+			}
+			answers := map[claimID][]answer{} // the store's answers on the claim
 			for _, op := range ops {
 				if op.Input.Op == model.OpPop {
 					for _, t := range op.Output.Tasks {
-						seen[claimID{t.ID, t.ClaimToken}] = op.Output.Now
+						answers[claimID{t.ID, t.ClaimToken}] = []answer{{op.Return, op.Output.Now}}
 					}
-					continue
 				}
 				for _, d := range decisionsOf(op) {
-					id := claimID{d.task, d.token}
-					if d.kind == model.OpExtend {
-						if d.ok() {
-							seen[id] = d.now
-						}
-						continue
+					if d.kind == model.OpExtend && d.ok() {
+						id := claimID{d.task, d.token}
+						answers[id] = append(answers[id], answer{op.Return, d.now})
 					}
+				}
+			}
+			for _, op := range ops {
+				for _, d := range decisionsOf(op) {
 					inv := c.inv[claimKey{actor, d.task, d.token}]
 					if d.kind != model.OpRetry || inv == nil || d.message == core.ErrWorkerStopped.Error() {
 						continue
@@ -357,9 +361,17 @@ func storeClockDelays(c *runtimeCase) []string {
 						}
 						continue
 					}
+					// The worker reads its clock after the handler returned:
+					// no earlier than any answer it had by then.
+					var lo time.Time
+					for _, a := range answers[claimID{d.task, d.token}] {
+						if a.ret <= inv.End && a.now.After(lo) {
+							lo = a.now
+						}
+					}
 					from := d.runAfter.Add(-delay)
-					if lo := seen[id]; from.Before(lo) || d.ok() && from.After(d.now) {
-						out = append(out, fmt.Sprintf("%s retried %s to run after %s = %s + %s; the store's clock read %s when it last answered on the claim and %s at the Retry",
+					if from.Before(lo) || d.ok() && from.After(d.now) {
+						out = append(out, fmt.Sprintf("%s retried %s to run after %s = %s + %s; the store's clock read %s in its last answer on the claim before the handler returned, and %s at the Retry",
 							actor, d.task, at(d.runAfter, c.epoch), at(from, c.epoch), ms(delay), at(lo, c.epoch), at(d.now, c.epoch)))
 					}
 				}
@@ -405,6 +417,9 @@ func quiescence(c *runtimeCase) []string {
 				}
 			}
 		}
+		if open {
+			continue // which Acks count is not known
+		}
 		accepted, lost := 0, 0
 		for _, op := range c.ops {
 			for _, d := range decisionsOf(op) {
@@ -423,7 +438,6 @@ func quiescence(c *runtimeCase) []string {
 			}
 		}
 		switch {
-		case open:
 		case accepted > 1:
 			out = append(out, fmt.Sprintf("%s is Succeeded with %d accepted Acks", t.ID, accepted))
 		case accepted == 0 && lost == 0:
@@ -529,6 +543,23 @@ func (c *runtimeCase) operatorActed(task string, before int64) bool {
 		if (op.Input.Op == model.OpInspectRequeue || op.Input.Op == model.OpRemove) && op.Input.ID == task &&
 			op.Call < before && (op.Output.Err == "" || op.Output.Indeterminate) {
 			return true
+		}
+	}
+	return false
+}
+
+// decidedBy reports whether the worker sent a decision (Ack, Fail, Retry)
+// on the claim that was called before recorder time at and may have taken
+// effect: its own decision, not a lost lease, then ends the claim.
+func (c *runtimeCase) decidedBy(actor string, id claimID, before int64) bool {
+	for _, op := range c.byActor[actor] {
+		if op.Call >= before {
+			break
+		}
+		for _, d := range decisionsOf(op) {
+			if d.kind != model.OpExtend && d.worker && d.task == id.task && d.token == id.token && (d.ok() || d.indeterminate) {
+				return true
+			}
 		}
 	}
 	return false

@@ -41,6 +41,7 @@ type checkFlags struct {
 	keepGoing    bool
 	progress     string
 	outcomes     bool
+	runtime      bool
 }
 
 func parseCheckFlags(args []string, stderr io.Writer) (*checkFlags, error) {
@@ -62,6 +63,7 @@ func parseCheckFlags(args []string, stderr io.Writer) (*checkFlags, error) {
 	fs.DurationVar(&f.checkTimeout, "check-timeout", 10*time.Second, "give up checking one history after this long (an Unknown verdict counts as a violation)")
 	fs.BoolVar(&f.keepGoing, "keep-going", false, "do not stop at the first violation")
 	fs.BoolVar(&f.outcomes, "outcomes", false, "also print how often each op had each outcome (what the histories exercised)")
+	fs.BoolVar(&f.runtime, "runtime", false, "run real Workers, Brokers and an Inspector over recorded stores and check the runtime properties too (Redis goes through a fault proxy)")
 	fs.StringVar(&f.progress, "progress", "auto", "progress display: bar, lines, none, or auto (a bar on a terminal)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: leasehold check [flags]\n       leasehold check --replay FILE\n\n")
@@ -116,12 +118,16 @@ func check(args []string, stdout, stderr io.Writer) int {
 		adapters = append(adapters, adapter{"memory", backends.Memory()})
 	}
 	if f.redis != "" {
-		rf, err := backends.Redis(f.redis)
+		redisFactory, name := backends.Redis, "redis"
+		if f.runtime {
+			redisFactory, name = backends.RedisProxy, "redis-proxy"
+		}
+		rf, err := redisFactory(f.redis)
 		if err != nil {
 			fmt.Fprintf(stderr, "leasehold check: %v\n", err)
 			return 2
 		}
-		adapters = append(adapters, adapter{"redis", rf})
+		adapters = append(adapters, adapter{name, rf})
 	}
 	if f.sqlite != "" {
 		for _, mode := range []sqlite.PopMode{sqlite.PopReturning, sqlite.PopSelectUpdate} {
@@ -143,8 +149,13 @@ func check(args []string, stdout, stderr io.Writer) int {
 	case f.duration > 0:
 		budget += " or " + f.duration.String()
 	}
-	fmt.Fprintf(stdout, "leasehold check: %s time, seed %d, up to %d clients, %s per adapter, faults %v\n",
-		mode, f.seed, f.clients, budget, f.faults)
+	if f.runtime {
+		fmt.Fprintf(stdout, "leasehold check --runtime: %s time, seed %d, %s per adapter, faults %v\n",
+			mode, f.seed, budget, f.faults)
+	} else {
+		fmt.Fprintf(stdout, "leasehold check: %s time, seed %d, up to %d clients, %s per adapter, faults %v\n",
+			mode, f.seed, f.clients, budget, f.faults)
+	}
 
 	var reports []linearizability.Report
 	status := 0
@@ -161,7 +172,11 @@ func check(args []string, stdout, stderr io.Writer) int {
 		if f.keepGoing {
 			cfg.MaxViolations = -1
 		}
-		rep, err := linearizability.Run(ctx, cfg)
+		runHarness := linearizability.Run
+		if f.runtime {
+			runHarness = linearizability.RunRuntime
+		}
+		rep, err := runHarness(ctx, cfg)
 		show.done()
 		reports = append(reports, rep)
 		if err != nil {
@@ -190,7 +205,18 @@ func summary(w io.Writer, reports []linearizability.Report, f *checkFlags) {
 	tw.Flush()
 	for _, r := range reports {
 		for _, fl := range r.Failures {
-			fmt.Fprintf(w, "\nVIOLATION %s: history %d, seed %d, %s (%d operations)\n", r.Adapter, fl.After, fl.Seed, fl.Result, len(fl.History.Operations))
+			if fl.RuntimePlan != nil {
+				fmt.Fprintf(w, "\nVIOLATION %s: runtime history %d, seed %d: %s\n", r.Adapter, fl.After, fl.Seed, fl.Verdict())
+				for i, v := range fl.Properties {
+					if i == 5 {
+						fmt.Fprintf(w, "  ... (%d more in violations.txt)\n", len(fl.Properties)-i)
+						break
+					}
+					fmt.Fprintf(w, "  %s\n", v)
+				}
+			} else {
+				fmt.Fprintf(w, "\nVIOLATION %s: history %d, seed %d, %s (%d operations)\n", r.Adapter, fl.After, fl.Seed, fl.Result, len(fl.History.Operations))
+			}
 			if fl.Result == porcupine.Unknown {
 				fmt.Fprintln(w, "  the check ran out of time: raise --check-timeout to get a verdict")
 			}
@@ -203,6 +229,11 @@ func summary(w io.Writer, reports []linearizability.Report, f *checkFlags) {
 			fmt.Fprintf(w, "  replay     leasehold check --replay %s\n", filepath.Join(fl.Dir, "history.json"))
 			// The plan of a seed depends on the mode, faults and clients
 			// settings too (they bound what rapid draws).
+			if fl.RuntimePlan != nil {
+				fmt.Fprintf(w, "  rerun      leasehold check --runtime --seed %d --histories 1 --mode %s --faults=%v%s\n",
+					fl.Seed, f.mode, f.faults, adapterFlag(r.Adapter, f))
+				continue
+			}
 			fmt.Fprintf(w, "  rerun      leasehold check --seed %d --histories 1 --mode %s --faults=%v --clients %d%s\n",
 				fl.Seed, f.mode, f.faults, f.clients, adapterFlag(r.Adapter, f))
 		}
@@ -231,7 +262,7 @@ func summary(w io.Writer, reports []linearizability.Report, f *checkFlags) {
 // adapterFlag is the flag that selects adapter again.
 func adapterFlag(adapter string, f *checkFlags) string {
 	switch {
-	case adapter == "redis":
+	case strings.HasPrefix(adapter, "redis"):
 		return " --redis " + f.redis
 	case strings.HasPrefix(adapter, "sqlite"):
 		return " --sqlite " + f.sqlite
