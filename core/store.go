@@ -25,6 +25,14 @@ import (
 // error comes from the store's transport (for example a dropped connection),
 // and then the operation may or may not have happened.
 //
+// Every call takes effect at most once. An adapter whose client may
+// retransmit a call (Redis, whose client retries a command after a dropped
+// connection) answers a retransmission with the call's own answer, not with
+// the answer a second application would get (a stale claim, an invalid
+// transition from the state the first one left), so a typed error always
+// means that nothing changed, and a call that took effect is never reported
+// as refused.
+//
 // The behaviour of each method is that of the model method of the same name;
 // the conformance suite in package spec checks an adapter against it.
 type Store interface {

@@ -71,7 +71,8 @@ const (
 // On a store that implements BatchStore, successes are acknowledged in
 // batches (AckBatch): an Ack waits for the others until the batch is full,
 // for at most a short linger (AckLinger, in real time), and not at all when
-// every task the worker holds is waiting for its Ack. Each item's answer is
+// no other handler runs. A handler's slot is free for the next task as soon
+// as it returns success; Run still waits for every Ack. Each item's answer is
 // handled as a single Ack's would be. Fail and Retry are single calls.
 //
 // When the queue is empty it polls with exponential backoff (WithPollInterval)
@@ -354,6 +355,7 @@ type job struct {
 	prev, next *job      // in the heartbeat list, while listed
 	listed     bool
 	result     []byte // the handler's result, for the acker
+	slotFreed  bool   // the slot was released when the result went to the acker
 }
 
 type jobState uint8
@@ -422,7 +424,10 @@ func (w *Worker) settle(base context.Context, j *job, o outcome) {
 	}
 	switch {
 	case o.err == nil && w.batcher != nil:
-		j.result = o.result
+		// The slot is free for the next task while the ack waits for its
+		// batch; the job still counts until its ack is answered.
+		j.result, j.slotFreed = o.result, true
+		<-w.slots
 		w.acks <- j // the acker records it and finishes the job
 		return
 	case o.err == nil:
@@ -440,7 +445,9 @@ func (w *Worker) finish(j *job) {
 	if j.cancel != nil {
 		j.cancel(nil)
 	}
-	<-w.slots
+	if !j.slotFreed {
+		<-w.slots
+	}
 	w.jobs.Done()
 }
 
@@ -542,8 +549,8 @@ func (w *Worker) ackLoop(base context.Context) {
 				continue
 			default:
 			}
-			if len(w.slots) <= len(pending) {
-				break // every task the worker holds waits for this batch
+			if len(w.slots) == 0 {
+				break // no handler runs and no Pop is out: nothing to wait for
 			}
 			if !lingering {
 				linger.Reset(AckLinger)
