@@ -93,7 +93,13 @@ func (s system) runs(w string) bool {
 var (
 	enqueueAndProcess = []string{"enqueue-1", "enqueue-8", "process-1", "process-8", "process-64"}
 	withBatch         = []string{"enqueue-1", "enqueue-8", "batch-1", "batch-8", "process-1", "process-8", "process-64"}
+	processOnly       = []string{"process-1", "process-8", "process-64"}
 )
+
+// riverFast is River with the one setting changed that bounds its
+// processing rate: FetchCooldown at its minimum, 1 ms, instead of 100 ms.
+// It is not a default; it shows what the database allows River.
+const riverFast = "river-cooldown-1ms"
 
 // groups in the order of the report.
 var groups = []struct{ name, title string }{
@@ -109,12 +115,15 @@ func systems() []system {
 		{"redis", "asynq", enqueueAndProcess, openAsynq},
 		{"redis", "ceiling", []string{"enqueue-1", "enqueue-8"}, openCeiling},
 		{"sqlite", "leasehold", withBatch, openLeaseholdSQLite(false)},
-		{"sqlite", "river", enqueueAndProcess, openRiverSQLite(false)},
+		{"sqlite", "river", enqueueAndProcess, openRiverSQLite(false, 0)},
+		{"sqlite", riverFast, processOnly, openRiverSQLite(false, time.Millisecond)},
 		{"sqlite", "goqite", enqueueAndProcess, openGoqite(false)},
 		{"sqlite-normal", "leasehold", withBatch, openLeaseholdSQLite(true)},
-		{"sqlite-normal", "river", enqueueAndProcess, openRiverSQLite(true)},
+		{"sqlite-normal", "river", enqueueAndProcess, openRiverSQLite(true, 0)},
+		{"sqlite-normal", riverFast, processOnly, openRiverSQLite(true, time.Millisecond)},
 		{"sqlite-normal", "goqite", enqueueAndProcess, openGoqite(true)},
-		{"postgres", "river", enqueueAndProcess, openRiverPostgres},
+		{"postgres", "river", enqueueAndProcess, openRiverPostgres(0)},
+		{"postgres", riverFast, processOnly, openRiverPostgres(time.Millisecond)},
 	}
 }
 

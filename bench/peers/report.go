@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -66,7 +67,7 @@ func (r *report) start(ctx context.Context, e *env) {
 		}
 	}
 	if len(versions) > 0 {
-		r.machine = append(r.machine, "modules: "+strings.Join(versions, ", ")+"; leasehold from this working tree")
+		r.machine = append(r.machine, "modules: "+strings.Join(versions, ", ")+"; leasehold from "+treeRevision())
 	}
 	if e.admin != nil {
 		if info, err := e.admin.Info(ctx, "server").Result(); err == nil {
@@ -85,6 +86,20 @@ func (r *report) start(ctx context.Context, e *env) {
 func (r *report) finish(context.Context, *env) {
 	r.elapsed = time.Since(r.started)
 	r.loadEnd = loadavg()
+}
+
+// treeRevision names the leasehold source the run was built from: the
+// working tree around this module.
+func treeRevision() string {
+	rev, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "the source tree at ../.. (not a git checkout)"
+	}
+	out := "the working tree at commit " + strings.TrimSpace(string(rev))
+	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no", "--", "../..").Output(); err == nil && len(st) > 0 {
+		out += ", with uncommitted changes"
+	}
+	return out
 }
 
 func infoField(info, name string) string {

@@ -28,13 +28,14 @@ var quietLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{L
 // client (no Queues) to enqueue, a client with the default queue at
 // MaxWorkers N to process. A job is done when River reports it completed.
 type riverTarget[TTx any] struct {
-	driver  riverdriver.Driver[TTx]
-	schema  string
-	insert  *river.Client[TTx]
-	cleanup func() error
+	driver   riverdriver.Driver[TTx]
+	schema   string
+	cooldown time.Duration // FetchCooldown of the processing client; 0: River's default
+	insert   *river.Client[TTx]
+	cleanup  func() error
 }
 
-func newRiver[TTx any](ctx context.Context, d riverdriver.Driver[TTx], schema string, cleanup func() error) (*riverTarget[TTx], error) {
+func newRiver[TTx any](ctx context.Context, d riverdriver.Driver[TTx], schema string, cooldown time.Duration, cleanup func() error) (*riverTarget[TTx], error) {
 	m, err := rivermigrate.New(d, &rivermigrate.Config{Schema: schema, Logger: quietLogger})
 	if err != nil {
 		return nil, err
@@ -46,7 +47,7 @@ func newRiver[TTx any](ctx context.Context, d riverdriver.Driver[TTx], schema st
 	if err != nil {
 		return nil, err
 	}
-	return &riverTarget[TTx]{driver: d, schema: schema, insert: c, cleanup: cleanup}, nil
+	return &riverTarget[TTx]{driver: d, schema: schema, cooldown: cooldown, insert: c, cleanup: cleanup}, nil
 }
 
 func (r *riverTarget[TTx]) enqueue(ctx context.Context) error {
@@ -72,10 +73,11 @@ func (r *riverTarget[TTx]) process(ctx context.Context, workers, n int) (int, ti
 	ws := river.NewWorkers()
 	river.AddWorker(ws, river.WorkFunc(func(context.Context, *river.Job[noopArgs]) error { return nil }))
 	c, err := river.NewClient(r.driver, &river.Config{
-		Schema:  r.schema,
-		Logger:  quietLogger,
-		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: workers}},
-		Workers: ws,
+		Schema:        r.schema,
+		Logger:        quietLogger,
+		FetchCooldown: r.cooldown,
+		Queues:        map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: workers}},
+		Workers:       ws,
 	})
 	if err != nil {
 		return 0, time.Time{}, err
@@ -112,7 +114,11 @@ func (r *riverTarget[TTx]) close() error { return r.cleanup() }
 // measurement and dropped after it and at the end of the run.
 const riverSchema = "leasehold_peers_river"
 
-func openRiverPostgres(ctx context.Context, e *env) (target, error) {
+func openRiverPostgres(cooldown time.Duration) func(context.Context, *env) (target, error) {
+	return func(ctx context.Context, e *env) (target, error) { return riverPostgres(ctx, e, cooldown) }
+}
+
+func riverPostgres(ctx context.Context, e *env, cooldown time.Duration) (target, error) {
 	if err := dropRiverSchema(ctx, e.cfg.pgURL); err != nil {
 		return nil, err
 	}
@@ -134,7 +140,7 @@ func openRiverPostgres(ctx context.Context, e *env) (target, error) {
 		defer cancel()
 		return dropRiverSchema(ctx, e.cfg.pgURL)
 	}
-	t, err := newRiver[pgx.Tx](ctx, riverpgxv5.New(pool), riverSchema, cleanup)
+	t, err := newRiver[pgx.Tx](ctx, riverpgxv5.New(pool), riverSchema, cooldown, cleanup)
 	if err != nil {
 		return nil, errors.Join(err, cleanup())
 	}

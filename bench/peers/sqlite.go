@@ -74,7 +74,7 @@ func syncName(n int) string {
 // openRiverSQLite is River with riversqlite. At its defaults the pool is
 // sql.Open on the file with one connection, as riversqlite's doc says (so
 // SQLite's own defaults: a rollback journal, synchronous=FULL).
-func openRiverSQLite(normal bool) func(context.Context, *env) (target, error) {
+func openRiverSQLite(normal bool, cooldown time.Duration) func(context.Context, *env) (target, error) {
 	return func(ctx context.Context, e *env) (target, error) {
 		dsn, group := e.newFile("river"), "sqlite"
 		if normal {
@@ -84,7 +84,7 @@ func openRiverSQLite(normal bool) func(context.Context, *env) (target, error) {
 		if err != nil {
 			return nil, err
 		}
-		t, err := newRiver(ctx, riversqlite.New(db), "", db.Close)
+		t, err := newRiver(ctx, riversqlite.New(db), "", cooldown, db.Close)
 		if err != nil {
 			db.Close()
 		}
