@@ -79,7 +79,22 @@ func checkRuntime(t *testing.T, cfg linearizability.Config, f linearizability.Fa
 			}
 			b.WriteString("\n  " + v.String())
 		}
-		t.Errorf("seed %d: %s; saved to %s%s\nrerun: LEASEHOLD_SEED=%d LEASEHOLD_HISTORIES=1 go test -run 'TestRuntimeHistories/%s' ./linearizability/",
-			fl.Seed, fl.Verdict(), fl.Dir, b.String(), fl.Seed, rep.Adapter)
+		// The first words are the mutant runner's (fuzz/mutants): how many
+		// histories and how long it took to find the violation.
+		t.Errorf("leasehold-check: violation after %d histories in %v: seed %d: %s; saved to %s%s\nrerun: LEASEHOLD_SEED=%d LEASEHOLD_HISTORIES=1 go test -run 'TestRuntimeHistories/%s' ./linearizability/",
+			fl.After+1, fl.Elapsed.Round(time.Millisecond), fl.Seed, fl.Verdict(), fl.Dir, b.String(), fl.Seed, rep.Adapter)
 	}
+}
+
+// TestRandomizedHistoriesThroughFaultProxy runs the store-level plans on
+// Redis through fault proxies: a plan's lost requests and replies are cuts
+// of a real connection, which go-redis retries.
+func TestRandomizedHistoriesThroughFaultProxy(t *testing.T) {
+	f, err := backends.RedisProxy(redistest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := budget(t, "redis-proxy", 300, time.Second)
+	cfg.Faults = os.Getenv("LEASEHOLD_FAULTS") != "0"
+	check(t, cfg, f)
 }
