@@ -644,5 +644,19 @@ func indexOf(actor string) int {
 
 // batchAcks returns the items of an AckBatch as worker Ack decisions.
 func batchAcks(op *Operation) []decision {
-	return nil
+	o := &op.Output
+	out := make([]decision, len(op.Input.Acks))
+	for i, a := range op.Input.Acks {
+		d := decision{kind: model.OpAck, worker: true, task: a.TaskID, token: a.Token, result: a.Result,
+			refused: o.Err, indeterminate: o.Indeterminate, now: o.Now}
+		if o.Err == "" && !o.Indeterminate && i < len(o.Items) {
+			it := o.Items[i]
+			d.refused = it.Err
+			if it.Task != nil {
+				d.taskOut = *it.Task
+			}
+		}
+		out[i] = d
+	}
+	return out
 }

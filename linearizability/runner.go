@@ -41,6 +41,19 @@ type unclosable struct{ core.Store }
 
 func (unclosable) Close() error { return nil }
 
+// SharedBatch is Shared for a store that also implements core.BatchStore:
+// its clients keep the batch calls.
+func SharedBatch(s core.BatchStore) *Backend {
+	return &Backend{
+		Client: func() (core.Store, error) { return unclosableBatch{s}, nil },
+		Close:  s.Close,
+	}
+}
+
+type unclosableBatch struct{ core.BatchStore }
+
+func (unclosableBatch) Close() error { return nil }
+
 // FakeEpoch is where the fake clock of a FakeTime history starts.
 var FakeEpoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
@@ -377,6 +390,9 @@ type faultStore struct {
 func inject[R any](f *faultStore, call func() (R, error)) (R, error) {
 	fault := f.next
 	f.next = NoFault
+	if fi, ok := f.Store.(FaultInjector); ok && fault != NoFault && fi.InjectFault(fault.callFault(), 0) {
+		return call() // the store's transport loses it for real
+	}
 	var zero R
 	switch fault {
 	case LoseRequest:

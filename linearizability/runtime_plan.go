@@ -256,6 +256,17 @@ func (k *CallFaultKind) UnmarshalText(b []byte) error {
 	return fmt.Errorf("linearizability: unknown call fault %q", b)
 }
 
+// callFault is the store-call fault of a transport fault of a Plan.
+func (f Fault) callFault() CallFaultKind {
+	switch f {
+	case LoseRequest:
+		return CallLoseRequest
+	case LoseReply:
+		return CallLoseReply
+	}
+	return 0
+}
+
 // CallFault breaks the Call-th store call (from 0) of one component.
 type CallFault struct {
 	Component string        `json:"component"` // "worker 0", "broker 1", "producer", "inspector"

@@ -27,7 +27,7 @@ import (
 // history, shared by its clients (it has no connections of its own).
 func Memory() linearizability.Factory {
 	return func(clock core.Clock, capacity int) (*linearizability.Backend, error) {
-		return linearizability.Shared(memory.New(memory.WithClock(clock), memory.WithCapacity(capacity))), nil
+		return linearizability.SharedBatch(memory.New(memory.WithClock(clock), memory.WithCapacity(capacity))), nil
 	}
 }
 
