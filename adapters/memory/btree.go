@@ -261,6 +261,41 @@ func (t *btree[T]) AscendFrom(pivot T, fn func(T) bool) {
 	}
 }
 
+// AscendWhere calls fn for every item, in order, after those for which
+// before holds (a prefix of the order), until fn returns false.
+func (t *btree[T]) AscendWhere(before func(T) bool, fn func(T) bool) {
+	if t.root != nil {
+		t.ascendBy(t.root, before, fn)
+	}
+}
+
+// ascendBy walks the subtree n in order from the first item before does not
+// hold for (nil: from the start).
+func (t *btree[T]) ascendBy(n *bnode[T], before func(T) bool, fn func(T) bool) bool {
+	i := 0
+	if before != nil {
+		i, _ = slices.BinarySearchFunc(n.items, struct{}{}, func(x T, _ struct{}) int {
+			if before(x) {
+				return -1
+			}
+			return 1
+		})
+	}
+	for ; i < len(n.items); i++ {
+		if n.kids != nil && !t.ascendBy(n.kids[i], before, fn) {
+			return false
+		}
+		before = nil
+		if !fn(n.items[i]) {
+			return false
+		}
+	}
+	if n.kids != nil {
+		return t.ascendBy(n.kids[len(n.items)], before, fn)
+	}
+	return true
+}
+
 // ascend walks the subtree n in order from pivot (nil: from the start). Only
 // the first subtree it enters can hold items below pivot.
 func (t *btree[T]) ascend(n *bnode[T], pivot *T, fn func(T) bool) bool {

@@ -176,7 +176,7 @@ func TestBTreeAscendFromStartsAtThePivot(t *testing.T) {
 // then ID (byte order) for the others.
 func TestIndexesOrderTasksAsTheModelDoes(t *testing.T) {
 	ready := newBTree(compareReady, 2)
-	for _, it := range []readyItem{{0, 5, nil}, {10, 9, nil}, {-3, 1, nil}, {10, 2, nil}, {0, 4, nil}} {
+	for _, it := range []readyItem{{0, 5, 0}, {10, 9, 0}, {-3, 1, 0}, {10, 2, 0}, {0, 4, 0}} {
 		ready.Insert(it)
 	}
 	var got []string
@@ -185,18 +185,18 @@ func TestIndexesOrderTasksAsTheModelDoes(t *testing.T) {
 		t.Fatalf("ready order %v, want %v", got, want)
 	}
 
-	at := func(sec int64) timeItem { return timeItem{at: epoch.Add(secs(sec))} }
-	times := newBTree(compareTime, 2)
+	q := newQueue("q", 0)
+	times := newBTree(q.compareTime, 2)
 	for _, x := range []struct {
 		sec int64
 		id  string
 	}{{2, "a"}, {1, "b"}, {1, "B"}, {1, "a"}, {0, "z"}} {
-		it := at(x.sec)
-		it.t = taskWithID(x.id)
-		times.Insert(it)
+		tk := &task{Task: *taskWithID(x.id)}
+		q.add(tk)
+		times.Insert(timeItem{at: micros(epoch.Add(secs(x.sec))), h: tk.h})
 	}
 	got = nil
-	times.Ascend(func(it timeItem) bool { got = append(got, it.t.ID); return true })
+	times.Ascend(func(it timeItem) bool { got = append(got, q.slab[it.h].ID); return true })
 	if want := []string{"z", "B", "a", "b", "a"}; !slices.Equal(got, want) {
 		t.Fatalf("time order %v, want %v", got, want)
 	}

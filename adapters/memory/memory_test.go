@@ -708,7 +708,7 @@ func TestLargeQueueKeepsPopOrderAndIndexes(t *testing.T) {
 		popped = append(popped, r.Tasks...)
 	}
 	if !slices.IsSortedFunc(popped, func(a, b core.Task) int {
-		return compareReady(readyItem{a.Priority, readyVersion[a.ID], nil}, readyItem{b.Priority, readyVersion[b.ID], nil})
+		return compareReady(readyItem{a.Priority, readyVersion[a.ID], 0}, readyItem{b.Priority, readyVersion[b.ID], 0})
 	}) {
 		t.Fatal("Pop order is not (priority desc, version when Ready asc)")
 	}
@@ -759,19 +759,25 @@ func checkQueueIndexes(t *testing.T, q *queue) {
 			t.Fatalf("task under %q has ID %q", id, tk.ID)
 		}
 		counts = addCount(counts, tk.State)
+		if int(tk.h) >= len(q.slab) || q.slab[tk.h] != tk {
+			t.Fatalf("task %q is not at its handle %d in the slab", id, tk.h)
+		}
 		for _, s := range model.States {
 			var found bool
-			q.byState[s].AscendFrom(idItem{id: id}, func(it idItem) bool { found = it.id == id && it.t == tk; return false })
+			q.byState[s].AscendWhere(func(it idItem) bool { return q.slab[it.h].ID < id }, func(it idItem) bool {
+				found = q.slab[it.h].ID == id && q.slab[it.h] == tk
+				return false
+			})
 			if found != (s == tk.State) {
 				t.Fatalf("task %q (%v) in the %v ID index: %v", id, tk.State, s, found)
 			}
 		}
 		var found bool
 		if tk.State == model.Ready {
-			q.ready.AscendFrom(readyItem{tk.Priority, tk.Version, nil}, func(it readyItem) bool { found = it.t == tk; return false })
+			q.ready.AscendFrom(readyItem{tk.Priority, tk.Version, tk.h}, func(it readyItem) bool { found = q.slab[it.h] == tk; return false })
 		} else {
 			idx, item := q.orderIndex(tk)
-			idx.AscendFrom(item, func(it timeItem) bool { found = it.t == tk && it.at.Equal(item.at); return false })
+			idx.AscendFrom(item, func(it timeItem) bool { found = q.slab[it.h] == tk && it.at == item.at; return false })
 		}
 		if !found {
 			t.Fatalf("task %q (%v) missing from its order index", id, tk.State)
@@ -779,6 +785,14 @@ func checkQueueIndexes(t *testing.T, q *queue) {
 	}
 	if counts != q.counts {
 		t.Fatalf("counts %+v, tasks say %+v", q.counts, counts)
+	}
+	if len(q.slab)-len(q.free) != len(q.tasks) {
+		t.Fatalf("%d slab entries, %d free, %d tasks", len(q.slab), len(q.free), len(q.tasks))
+	}
+	for _, h := range q.free {
+		if q.slab[h] != nil {
+			t.Fatalf("free handle %d holds task %q", h, q.slab[h].ID)
+		}
 	}
 	order := q.ready.Len() + q.scheduled.Len() + q.running.Len() + q.finished.Len()
 	byID := 0

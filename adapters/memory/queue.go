@@ -28,7 +28,9 @@ type queue struct {
 	counts   model.Counts
 	closed   bool // set by Store.Close: every operation returns core.ErrClosed
 
-	tasks     map[string]*model.Task
+	tasks     map[string]*task
+	slab      []*task                         // by handle: what the index items point to
+	free      []uint32                        // handles of the slab free for reuse
 	byState   [model.Failed + 1]btree[idItem] // per state, by ID: List
 	ready     btree[readyItem]                // (Priority desc, Version asc): Pop
 	scheduled btree[timeItem]                 // (RunAfter, ID): Promote
@@ -36,27 +38,35 @@ type queue struct {
 	finished  btree[timeItem]                 // (FinishedAt, ID): Prune
 }
 
-// idItem is an entry of a per-state ID index.
-type idItem struct {
-	id string
-	t  *model.Task
+// task is a task as the queue keeps it, with its handle: its index in the
+// queue's slab. Index items name a task by handle, not by pointer, so the
+// items hold no pointers: moving them around a B-tree node is a plain copy
+// (no write barrier) and the garbage collector never scans the nodes.
+type task struct {
+	model.Task
+	h uint32
 }
+
+// idItem is an entry of a per-state ID index.
+type idItem struct{ h uint32 }
 
 // readyItem is an entry of the ready index: Version is the one stamped when
 // the task became Ready, so within a priority the index is in Ready order.
 type readyItem struct {
 	priority int
 	version  uint64
-	t        *model.Task
+	h        uint32
 }
 
-// timeItem is an entry of an index ordered by an instant, then by ID.
+// timeItem is an entry of an index ordered by an instant (Unix
+// microseconds: the store keeps whole microseconds), then by ID.
 type timeItem struct {
-	at time.Time
-	t  *model.Task
+	at int64
+	h  uint32
 }
 
-func compareID(a, b idItem) int { return strings.Compare(a.id, b.id) }
+// micros is the key of an instant in a timeItem.
+func micros(t time.Time) int64 { return t.UnixMicro() }
 
 func compareReady(a, b readyItem) int {
 	if c := cmp.Compare(b.priority, a.priority); c != 0 {
@@ -65,11 +75,36 @@ func compareReady(a, b readyItem) int {
 	return cmp.Compare(a.version, b.version)
 }
 
-func compareTime(a, b timeItem) int {
-	if c := a.at.Compare(b.at); c != 0 {
+func (q *queue) compareID(a, b idItem) int { return strings.Compare(q.slab[a.h].ID, q.slab[b.h].ID) }
+
+func (q *queue) compareTime(a, b timeItem) int {
+	if c := cmp.Compare(a.at, b.at); c != 0 {
 		return c
 	}
-	return strings.Compare(a.t.ID, b.t.ID)
+	return strings.Compare(q.slab[a.h].ID, q.slab[b.h].ID)
+}
+
+// add gives t a handle and puts it in the map; index makes it visible.
+func (q *queue) add(t *task) {
+	if n := len(q.free); n > 0 {
+		t.h = q.free[n-1]
+		q.free = q.free[:n-1]
+		q.slab[t.h] = t
+	} else {
+		t.h = uint32(len(q.slab))
+		q.slab = append(q.slab, t)
+	}
+	if q.tasks == nil {
+		q.tasks = map[string]*task{}
+	}
+	q.tasks[t.ID] = t
+}
+
+// drop takes an unindexed t out of the map and frees its handle.
+func (q *queue) drop(t *task) {
+	delete(q.tasks, t.ID)
+	q.slab[t.h] = nil
+	q.free = append(q.free, t.h)
 }
 
 // newQueue returns an empty queue. It allocates the queue and nothing else
@@ -77,15 +112,15 @@ func compareTime(a, b timeItem) int {
 // an operation on a missing queue runs on is cheap.
 func newQueue(name string, capacity int) *queue {
 	q := &queue{
-		name:      name,
-		capacity:  capacity,
-		ready:     *newBTree(compareReady, defaultDegree),
-		scheduled: *newBTree(compareTime, defaultDegree),
-		running:   *newBTree(compareTime, defaultDegree),
-		finished:  *newBTree(compareTime, defaultDegree),
+		name:     name,
+		capacity: capacity,
+		ready:    *newBTree(compareReady, defaultDegree),
 	}
+	q.scheduled = *newBTree(q.compareTime, defaultDegree)
+	q.running = *newBTree(q.compareTime, defaultDegree)
+	q.finished = *newBTree(q.compareTime, defaultDegree)
 	for _, s := range model.States {
-		q.byState[s] = *newBTree(compareID, defaultDegree)
+		q.byState[s] = *newBTree(q.compareID, defaultDegree)
 	}
 	return q
 }
@@ -93,7 +128,7 @@ func newQueue(name string, capacity int) *queue {
 // close marks the queue closed and lets its tasks go.
 func (q *queue) close() {
 	q.closed = true
-	q.tasks = nil
+	q.tasks, q.slab, q.free = nil, nil, nil
 	q.byState = [model.Failed + 1]btree[idItem]{}
 	q.ready = btree[readyItem]{}
 	q.scheduled, q.running, q.finished = btree[timeItem]{}, btree[timeItem]{}, btree[timeItem]{}
@@ -108,7 +143,7 @@ var legal = func() (m [model.OpCounts + 1][model.Failed + 1]bool) {
 	return m
 }()
 
-func checkFrom(op model.Op, t *model.Task) error {
+func checkFrom(op model.Op, t *task) error {
 	if !legal[op][t.State] {
 		return &model.TransitionError{Op: op, State: t.State}
 	}
@@ -134,36 +169,36 @@ func (q *queue) count(s model.State) *int {
 
 // orderIndex returns the order index of t's state (any but Ready) and t's
 // item in it.
-func (q *queue) orderIndex(t *model.Task) (*btree[timeItem], timeItem) {
+func (q *queue) orderIndex(t *task) (*btree[timeItem], timeItem) {
 	switch t.State {
 	case model.Scheduled:
-		return &q.scheduled, timeItem{t.RunAfter, t}
+		return &q.scheduled, timeItem{micros(t.RunAfter), t.h}
 	case model.Running:
-		return &q.running, timeItem{t.Deadline, t}
+		return &q.running, timeItem{micros(t.Deadline), t.h}
 	default:
-		return &q.finished, timeItem{t.FinishedAt, t}
+		return &q.finished, timeItem{micros(t.FinishedAt), t.h}
 	}
 }
 
 // index adds t to the indexes of its state. With the map it makes t visible.
-func (q *queue) index(t *model.Task) {
-	q.byState[t.State].Insert(idItem{t.ID, t})
+func (q *queue) index(t *task) {
+	q.byState[t.State].Insert(idItem{t.h})
 	*q.count(t.State)++
 	q.order(t)
 }
 
 // unindex takes t out of the indexes of its state.
-func (q *queue) unindex(t *model.Task) {
-	q.byState[t.State].Delete(idItem{t.ID, t})
+func (q *queue) unindex(t *task) {
+	q.byState[t.State].Delete(idItem{t.h})
 	*q.count(t.State)--
 	q.unorder(t)
 }
 
 // order adds t to the order index of its state only: with unorder, for an
 // operation that changes a key (a deadline) but not the state.
-func (q *queue) order(t *model.Task) {
+func (q *queue) order(t *task) {
 	if t.State == model.Ready {
-		q.ready.Insert(readyItem{t.Priority, t.Version, t})
+		q.ready.Insert(readyItem{t.Priority, t.Version, t.h})
 		return
 	}
 	idx, item := q.orderIndex(t)
@@ -171,9 +206,9 @@ func (q *queue) order(t *model.Task) {
 }
 
 // unorder takes t out of the order index of its state only.
-func (q *queue) unorder(t *model.Task) {
+func (q *queue) unorder(t *task) {
 	if t.State == model.Ready {
-		q.ready.Delete(readyItem{t.Priority, t.Version, t})
+		q.ready.Delete(readyItem{t.Priority, t.Version, t.h})
 		return
 	}
 	idx, item := q.orderIndex(t)
@@ -208,7 +243,7 @@ func (q *queue) enqueue(now time.Time, a model.EnqueueArgs) (model.Task, error) 
 	if q.capacity > 0 && q.counts.Pending() >= q.capacity {
 		return model.Task{}, fmt.Errorf("%w: %d pending tasks", model.ErrQueueFull, q.capacity)
 	}
-	t := &model.Task{
+	t := &task{Task: model.Task{
 		Queue:       q.name,
 		ID:          a.ID,
 		Payload:     bytes.Clone(a.Payload),
@@ -216,12 +251,9 @@ func (q *queue) enqueue(now time.Time, a model.EnqueueArgs) (model.Task, error) 
 		MaxAttempts: a.MaxAttempts,
 		Version:     q.stamp(),
 		EnqueuedAt:  now,
-	}
+	}}
 	queueAt(t, now, instant(a.RunAfter))
-	if q.tasks == nil {
-		q.tasks = map[string]*model.Task{}
-	}
-	q.tasks[t.ID] = t
+	q.add(t)
 	q.index(t)
 	return snapshot(t), nil
 }
@@ -233,10 +265,10 @@ func (q *queue) promote(now time.Time, limit int) ([]string, error) {
 	ids := []string{}
 	for limit == 0 || len(ids) < limit {
 		it, ok := q.scheduled.Min()
-		if !ok || it.at.After(now) {
+		if !ok || it.at > micros(now) {
 			break
 		}
-		t := it.t
+		t := q.slab[it.h]
 		q.unindex(t)
 		t.Version = q.stamp()
 		t.State = model.Ready
@@ -259,7 +291,7 @@ func (q *queue) pop(now time.Time, lease time.Duration, n int) ([]model.Task, er
 		if !ok {
 			break
 		}
-		t := it.t
+		t := q.slab[it.h]
 		q.unindex(t)
 		t.Version = q.stamp()
 		t.State = model.Running
@@ -336,12 +368,12 @@ func (q *queue) claimExpired(now time.Time, claimTTL time.Duration, limit int) (
 	}
 	// Collect first, then renew: with a claim TTL under a microsecond the
 	// renewed deadline may still be due, and must not be claimed twice.
-	var due []*model.Task
+	var due []*task
 	q.running.Ascend(func(it timeItem) bool {
-		if (limit > 0 && len(due) == limit) || it.at.After(now) {
+		if (limit > 0 && len(due) == limit) || it.at > micros(now) {
 			return false
 		}
-		due = append(due, it.t)
+		due = append(due, q.slab[it.h])
 		return true
 	})
 	deadline := instant(now.Add(claimTTL))
@@ -393,10 +425,10 @@ func (q *queue) recoverExpired(now time.Time, delay time.Duration, limit int) ([
 	out := []model.Task{}
 	for limit == 0 || len(out) < limit {
 		it, ok := q.running.Min()
-		if !ok || it.at.After(now) {
+		if !ok || it.at > micros(now) {
 			break
 		}
-		t := it.t
+		t := q.slab[it.h]
 		q.unindex(t)
 		t.Version = q.stamp()
 		t.Errors = append(t.Errors, leaseError(t, now, ""))
@@ -431,8 +463,8 @@ func (q *queue) remove(id string, expect uint64) (model.Task, error) {
 		return model.Task{}, err
 	}
 	q.unindex(t)
-	delete(q.tasks, t.ID)
-	return *t, nil // the store keeps no reference to t's slices any more
+	q.drop(t)
+	return t.Task, nil // the store keeps no reference to t's slices any more
 }
 
 func (q *queue) prune(states []model.State, before time.Time, limit int) ([]string, error) {
@@ -450,20 +482,20 @@ func (q *queue) prune(states []model.State, before time.Time, limit int) ([]stri
 		return nil, invalid("limit %d < 0", limit)
 	}
 	before = instant(before)
-	var doomed []*model.Task
+	var doomed []*task
 	q.finished.Ascend(func(it timeItem) bool {
-		if !it.at.Before(before) {
+		if it.at >= micros(before) {
 			return false
 		}
-		if want[it.t.State] {
-			doomed = append(doomed, it.t)
+		if t := q.slab[it.h]; want[t.State] {
+			doomed = append(doomed, t)
 		}
 		return limit == 0 || len(doomed) < limit
 	})
 	ids := make([]string, 0, len(doomed))
 	for _, t := range doomed {
 		q.unindex(t)
-		delete(q.tasks, t.ID)
+		q.drop(t)
 		ids = append(ids, t.ID)
 	}
 	return ids, nil
@@ -489,15 +521,12 @@ func (q *queue) list(s model.State, after string, limit int) ([]model.Task, stri
 	}
 	var out []model.Task
 	next := ""
-	q.byState[s].AscendFrom(idItem{id: after}, func(it idItem) bool {
-		if it.id == after {
-			return true
-		}
+	q.byState[s].AscendWhere(func(it idItem) bool { return q.slab[it.h].ID <= after }, func(it idItem) bool {
 		if len(out) == limit {
 			next = out[len(out)-1].ID
 			return false
 		}
-		out = append(out, snapshot(it.t))
+		out = append(out, snapshot(q.slab[it.h]))
 		return true
 	})
 	return out, next, nil
@@ -507,7 +536,7 @@ func (q *queue) list(s model.State, after string, limit int) ([]model.Task, stri
 
 // claimed checks a worker claim: the task exists, its ClaimToken is the
 // claim's token, and op is legal from its state.
-func (q *queue) claimed(op model.Op, c model.Claim) (*model.Task, error) {
+func (q *queue) claimed(op model.Op, c model.Claim) (*task, error) {
 	if err := validID(c.TaskID); err != nil {
 		return nil, err
 	}
@@ -526,7 +555,7 @@ func (q *queue) claimed(op model.Op, c model.Claim) (*model.Task, error) {
 
 // reaped checks a broker claim: the task exists, its Version is the claim's,
 // and op is legal from its state.
-func (q *queue) reaped(op model.Op, rc model.ReapClaim) (*model.Task, error) {
+func (q *queue) reaped(op model.Op, rc model.ReapClaim) (*task, error) {
 	if err := validID(rc.TaskID); err != nil {
 		return nil, err
 	}
@@ -545,7 +574,7 @@ func (q *queue) reaped(op model.Op, rc model.ReapClaim) (*model.Task, error) {
 
 // inspected checks an operator's action: the task exists, it is at the
 // expected version (if one is given), and op is legal from its state.
-func (q *queue) inspected(op model.Op, id string, expect uint64) (*model.Task, error) {
+func (q *queue) inspected(op model.Op, id string, expect uint64) (*task, error) {
 	if err := validID(id); err != nil {
 		return nil, err
 	}
@@ -563,7 +592,7 @@ func (q *queue) inspected(op model.Op, id string, expect uint64) (*model.Task, e
 
 // queueAt returns the task to the queue: Scheduled if runAfter is after now,
 // else Ready; the claim and its timestamps are cleared.
-func queueAt(t *model.Task, now, runAfter time.Time) {
+func queueAt(t *task, now, runAfter time.Time) {
 	t.RunAfter = runAfter
 	t.State = model.Ready
 	if runAfter.After(now) {
@@ -576,13 +605,13 @@ func queueAt(t *model.Task, now, runAfter time.Time) {
 }
 
 // finish moves a Running task to a terminal state.
-func finish(t *model.Task, s model.State, now time.Time) {
+func finish(t *task, s model.State, now time.Time) {
 	t.State = s
 	t.FinishedAt = now
 	t.Deadline = time.Time{}
 }
 
-func leaseError(t *model.Task, now time.Time, message string) model.TaskError {
+func leaseError(t *task, now time.Time, message string) model.TaskError {
 	if message == "" {
 		message = model.LeaseExpiredMessage
 	}
@@ -590,8 +619,8 @@ func leaseError(t *model.Task, now time.Time, message string) model.TaskError {
 }
 
 // snapshot returns a deep copy of t: the caller may keep or change it.
-func snapshot(t *model.Task) model.Task {
-	c := *t
+func snapshot(t *task) model.Task {
+	c := t.Task
 	c.Payload = bytes.Clone(t.Payload)
 	c.Result = bytes.Clone(t.Result)
 	c.Errors = slices.Clone(t.Errors)
