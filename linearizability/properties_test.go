@@ -1,0 +1,135 @@
+package linearizability_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/linearizability"
+	"github.com/leasehold/leasehold/linearizability/backends"
+	"github.com/leasehold/leasehold/model"
+)
+
+// propertyPlan is a small runtime plan in fake time whose history has what
+// every property reads: a task that succeeds, one that fails once and is
+// retried after a delay, one whose handler outlives several heartbeats, and
+// broker passes.
+func propertyPlan() *linearizability.RuntimePlan {
+	ms := time.Millisecond
+	p := &linearizability.RuntimePlan{
+		Mode:  linearizability.FakeTime,
+		Queue: "q0",
+		Tasks: []linearizability.RuntimeTask{
+			{ID: "t0", MaxAttempts: 1, Attempts: []linearizability.Behaviour{{Kind: linearizability.Succeed}}},
+			{ID: "t1", MaxAttempts: 2, Attempts: []linearizability.Behaviour{{Kind: linearizability.Error}, {Kind: linearizability.Succeed}}},
+			{ID: "t2", MaxAttempts: 1, Attempts: []linearizability.Behaviour{{Kind: linearizability.Outlive, Sleep: 20 * ms}}},
+		},
+		Workers: []linearizability.WorkerSpec{{Concurrency: 3, Lease: 9 * ms, PollMin: ms, PollMax: 2 * ms,
+			Shutdown: ms, Policy: linearizability.PolicySpec{Delay: 2 * ms}}},
+		Brokers: []linearizability.BrokerSpec{{Batch: 1, ClaimTTL: 4 * ms, Interval: 2 * ms, Policy: linearizability.PolicySpec{Delay: ms}}},
+	}
+	for range 12 {
+		p.Ticks = append(p.Ticks, linearizability.Tick{Advance: ms, Passes: []int{0}})
+	}
+	return p
+}
+
+// TestRuntimePropertiesCatchTheirViolation runs one clean runtime history
+// and then breaks it, one property at a time, the way a buggy component
+// would: each property must name the history it is written for.
+func TestRuntimePropertiesCatchTheirViolation(t *testing.T) {
+	p := propertyPlan()
+	rh, err := linearizability.ExecuteRuntime(context.Background(), p, backends.Memory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := linearizability.CheckRuntime(p, rh); len(v) > 0 {
+		t.Fatalf("the clean history breaks %v", v)
+	}
+	if v := linearizability.Check(rh.History, 10*time.Second); !v.OK() {
+		t.Fatalf("the clean history is %s", v.Result)
+	}
+	find := func(t *testing.T, h *linearizability.RuntimeHistory, ok func(*linearizability.Operation) bool) *linearizability.Operation {
+		t.Helper()
+		for i := range h.History.Operations {
+			if op := &h.History.Operations[i]; ok(op) {
+				return op
+			}
+		}
+		t.Fatal("the history has no such operation")
+		return nil
+	}
+	cases := []struct {
+		property string
+		breakIt  func(*testing.T, *linearizability.RuntimeHistory)
+	}{
+		{"no-bypass", func(t *testing.T, h *linearizability.RuntimeHistory) {
+			op := find(t, h, func(op *linearizability.Operation) bool { return op.Actor == "broker 0" })
+			bypass := *op
+			bypass.Input = linearizability.Input{Queue: "q0", Op: model.OpInspectRequeue, ID: "t0"}
+			h.History.Operations = append(h.History.Operations, bypass)
+		}},
+		{"handler-outcome", func(t *testing.T, h *linearizability.RuntimeHistory) {
+			op := find(t, h, func(op *linearizability.Operation) bool {
+				return op.Actor == "worker 0" && (op.Input.Op == model.OpAck || op.Input.Op == model.OpAckBatch)
+			})
+			if op.Input.Op == model.OpAck {
+				op.Input.Result = []byte("not the handler's")
+			} else {
+				op.Input.Acks[0].Result = []byte("not the handler's")
+			}
+		}},
+		{"heartbeat-lease", func(t *testing.T, h *linearizability.RuntimeHistory) {
+			op := find(t, h, func(op *linearizability.Operation) bool { return op.Input.Op == model.OpExtend })
+			op.Input.Lease = 3 * time.Millisecond
+		}},
+		{"pass-decides-expired", func(t *testing.T, h *linearizability.RuntimeHistory) {
+			op := find(t, h, func(op *linearizability.Operation) bool {
+				return op.Actor == "broker 0" && op.Input.Op == model.OpClaimExpired && op.Return < h.StopAt
+			})
+			op.Output.Claims = []model.ReapClaim{{Queue: "q0", TaskID: "t9", Version: 99}}
+		}},
+		{"store-clock-delays", func(t *testing.T, h *linearizability.RuntimeHistory) {
+			op := find(t, h, func(op *linearizability.Operation) bool { return op.Input.Op == model.OpRetry })
+			op.Input.RunAfter = op.Input.RunAfter.Add(time.Millisecond)
+		}},
+		{"quiescence", func(t *testing.T, h *linearizability.RuntimeHistory) {
+			h.Final[0].State = model.Running
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.property, func(t *testing.T) {
+			h := *rh
+			h.Final = slices.Clone(rh.Final)
+			hist := *rh.History
+			h.History = &hist
+			hist.Operations = make([]linearizability.Operation, len(rh.History.Operations))
+			for i, op := range rh.History.Operations {
+				op.Input.Acks = slices.Clone(op.Input.Acks)
+				hist.Operations[i] = op
+			}
+			tc.breakIt(t, &h)
+			var got []string
+			for _, v := range linearizability.CheckRuntime(p, &h) {
+				got = append(got, v.Property)
+				t.Log(v)
+			}
+			if !slices.Contains(got, tc.property) {
+				t.Errorf("the broken history breaks %v, not %s", got, tc.property)
+			}
+		})
+	}
+	names := []string{}
+	for _, prop := range linearizability.RuntimeProperties {
+		names = append(names, prop.Name)
+	}
+	for _, tc := range cases {
+		if !slices.Contains(names, tc.property) {
+			t.Errorf("no runtime property is called %s", tc.property)
+		}
+	}
+	if len(cases) != len(names) {
+		t.Errorf("the test breaks %d properties of %d", len(cases), len(names))
+	}
+}
