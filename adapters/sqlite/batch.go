@@ -27,7 +27,7 @@ func validBatch(n int) error {
 // nothing.
 func (s *Store) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (core.BatchResult, error) {
 	items := make([]core.ItemResult, len(p.Tasks))
-	now, err := s.write(ctx, p.Queue, func() error { return validBatch(len(p.Tasks)) }, enqueueStatements, func(t tx, now time.Time) error {
+	now, err := s.write(ctx, p.Queue, func() error { return validBatch(len(p.Tasks)) }, func(t tx, now time.Time) error {
 		clear(items) // the committer may run an operation again in a new transaction
 		base, _, err := t.seq(p.Queue)
 		if err != nil {
@@ -56,9 +56,6 @@ func (s *Store) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (co
 	return core.BatchResult{Now: now, Items: items}, nil
 }
 
-// ackBatchStatements are the statements an AckBatch uses.
-var ackBatchStatements = []string{sqlSeq, sqlAnyTask, sqlAck, sqlProbe, sqlDraw}
-
 // AckBatch implements core.BatchStore: the claims are acknowledged in one
 // transaction, in order, each by an UPDATE with the guard of Ack (task ID,
 // claim token, a state Ack is legal from) and, when it matches no row, the
@@ -79,7 +76,7 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 		return nil
 	}
 	items := make([]core.ItemResult, len(p.Acks))
-	now, err := s.write(ctx, p.Queue, validate, ackBatchStatements, func(t tx, now time.Time) error {
+	now, err := s.write(ctx, p.Queue, validate, func(t tx, now time.Time) error {
 		clear(items)
 		base, _, err := t.seq(p.Queue)
 		if err != nil {

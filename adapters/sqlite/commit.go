@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -26,8 +27,13 @@ import (
 // maxGroup bounds the operations committed together.
 const maxGroup = 64
 
-// The savepoint of one operation within a batch.
+// The transaction of a batch and the savepoint of one operation within it,
+// prepared once on the writer connection like every other statement.
+// BEGIN IMMEDIATE takes the write lock before anything is read.
 const (
+	sqlBegin      = `BEGIN IMMEDIATE`
+	sqlCommit     = `COMMIT`
+	sqlRollback   = `ROLLBACK`
 	sqlSavepoint  = `SAVEPOINT op`
 	sqlRelease    = `RELEASE op`
 	sqlRollbackTo = `ROLLBACK TO op`
@@ -35,9 +41,11 @@ const (
 
 // job is one write operation waiting for the committer.
 type job struct {
-	ctx  context.Context
-	fn   func(t tx, now time.Time) error
-	late []string // statements fn had to prepare on the spot
+	ctx context.Context
+	fn  func(t tx, now time.Time) error
+	// direct, when set, runs instead of fn on the writer connection outside
+	// any transaction (VACUUM cannot run inside one).
+	direct func(c *wconn) error
 
 	now  time.Time // the clock reading it ran with
 	err  error
@@ -49,18 +57,47 @@ func (j *job) finish(err error) {
 	close(j.done)
 }
 
-// commitLoop is the committer: it takes the operations waiting and runs them
-// in one transaction, until Close closes s.jobs.
-func (s *Store) commitLoop() {
+// commitLoop is the committer: it holds the writer connection, takes the
+// operations waiting and runs them in one transaction, until Close closes
+// s.jobs.
+func (s *Store) commitLoop(conn *sql.Conn) {
 	defer close(s.loopDone)
+	defer conn.Close()
+	err := conn.Raw(func(dc any) error {
+		c, err := newWconn(dc)
+		if err != nil {
+			return err
+		}
+		defer c.close()
+		s.serve(c)
+		return nil
+	})
+	if err != nil {
+		for j := range s.jobs {
+			j.finish(fmt.Errorf("leasehold/sqlite: writer connection: %w", err))
+		}
+	}
+}
+
+// serve runs the operations of s.jobs on c until s.jobs is closed.
+func (s *Store) serve(c *wconn) {
 	batch := make([]*job, 0, maxGroup)
 	for first := range s.jobs {
+		if first.direct != nil {
+			first.finish(first.direct(c))
+			continue
+		}
 		batch = append(batch[:0], first)
+		var after *job // a direct job that ended the collection
 	collect:
 		for len(batch) < maxGroup {
 			select {
 			case j, ok := <-s.jobs:
 				if !ok {
+					break collect
+				}
+				if j.direct != nil {
+					after = j
 					break collect
 				}
 				batch = append(batch, j)
@@ -69,7 +106,10 @@ func (s *Store) commitLoop() {
 			}
 		}
 		for pending := batch; len(pending) > 0; {
-			pending = s.commitBatch(pending)
+			pending = s.commitBatch(c, pending)
+		}
+		if after != nil {
+			after.finish(after.direct(c))
 		}
 	}
 }
@@ -86,7 +126,7 @@ func contained(err error) bool {
 // It finishes every job it can; when an operation fails in a way that may
 // have ended the transaction, it rolls everything back, fails that
 // operation, and returns the others to be run again in a new transaction.
-func (s *Store) commitBatch(jobs []*job) (again []*job) {
+func (s *Store) commitBatch(c *wconn, jobs []*job) (again []*job) {
 	runnable := jobs[:0:0]
 	for _, j := range jobs {
 		if err := j.ctx.Err(); err != nil {
@@ -98,24 +138,24 @@ func (s *Store) commitBatch(jobs []*job) (again []*job) {
 	if len(runnable) == 0 {
 		return nil
 	}
-	bg := context.Background() // an operation's own context must not interrupt the others' transaction
-	sqlTx, err := s.w.BeginTx(bg, nil)
-	if err != nil {
+	// An operation's own context does not reach the statements: it must
+	// not interrupt the others' transaction.
+	if _, err := c.exec(sqlBegin); err != nil {
 		for _, j := range runnable {
 			j.finish(fmt.Errorf("leasehold/sqlite: begin: %w", err))
 		}
 		return nil
 	}
-	t := tx{s: s, ctx: bg, sql: sqlTx}
+	rollback := func() { c.exec(sqlRollback) } // if it fails, the transaction is gone already
+	t := tx{s: s, c: c}
 	single := len(runnable) == 1
 	done := make([]*job, 0, len(runnable))
 	abort := func(failed *job, err error, rest []*job) []*job {
-		sqlTx.Rollback()
+		rollback()
 		failed.finish(err)
 		return append(done, rest...)
 	}
 	for i, j := range runnable {
-		t.late = &j.late
 		if !single {
 			if _, err := t.exec(sqlSavepoint); err != nil {
 				return abort(j, fmt.Errorf("leasehold/sqlite: savepoint: %w", err), runnable[i+1:])
@@ -135,7 +175,7 @@ func (s *Store) commitBatch(jobs []*job) (again []*job) {
 		case !contained(err):
 			return abort(j, err, runnable[i+1:])
 		case single:
-			sqlTx.Rollback()
+			rollback()
 			j.finish(err)
 			return nil
 		default:
@@ -148,7 +188,8 @@ func (s *Store) commitBatch(jobs []*job) (again []*job) {
 			j.finish(err)
 		}
 	}
-	if err := sqlTx.Commit(); err != nil {
+	if _, err := c.exec(sqlCommit); err != nil {
+		rollback() // a COMMIT that failed may leave the transaction open
 		for _, j := range done {
 			j.finish(fmt.Errorf("leasehold/sqlite: commit: %w", err))
 		}

@@ -25,9 +25,6 @@ func TestGroupCommitKeepsEachOperationAtomic(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.wstmts.prepare(context.Background(), sqlDraw, sqlAnyTask); err != nil {
-		t.Fatal(err)
-	}
 	// draw makes an operation that draws one value of queue's sequence (a
 	// write), then fails with fail (nil: succeeds).
 	runs := map[string]int{}
@@ -41,16 +38,22 @@ func TestGroupCommitKeepsEachOperationAtomic(t *testing.T) {
 		}}
 	}
 	seq := func(queue string) (n int64) {
-		err := s.w.QueryRow(`SELECT seq FROM queues WHERE name = ?`, queue).Scan(&n)
+		err := s.r.QueryRow(`SELECT seq FROM queues WHERE name = ?`, queue).Scan(&n)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			t.Fatal(err)
 		}
 		return n
 	}
+	// commit hands the committer the jobs as one batch.
 	commit := func(jobs ...*job) {
-		for pending := jobs; len(pending) > 0; {
-			pending = s.commitBatch(pending)
-		}
+		batch := &job{ctx: context.Background(), done: make(chan struct{}), direct: func(c *wconn) error {
+			for pending := jobs; len(pending) > 0; {
+				pending = s.commitBatch(c, pending)
+			}
+			return nil
+		}}
+		s.jobs <- batch
+		<-batch.done
 		for _, j := range jobs {
 			<-j.done
 		}

@@ -14,12 +14,6 @@ import (
 	"github.com/leasehold/leasehold/model"
 )
 
-// popStatements are the statements each Pop implementation uses.
-var popStatements = map[PopMode][]string{
-	PopReturning:    {sqlPopReturning, sqlDraw, sqlSeq},
-	PopSelectUpdate: {sqlPopSelect, sqlSeq, sqlPopClaim, sqlDraw},
-}
-
 // limitArg turns the model's "0: no limit" into SQLite's LIMIT -1.
 func limitArg(limit int) int64 {
 	if limit == 0 {
@@ -185,9 +179,6 @@ func (t tx) probe(queue, id string) (state model.State, token, version uint64, f
 
 // --- producer and mover ------------------------------------------------------
 
-// enqueueStatements are the statements an Enqueue uses.
-var enqueueStatements = []string{sqlDraw, sqlAnyTask, sqlSeq, sqlPending, sqlProbe, sqlInsertNew}
-
 // validEnqueue is the model's check of Enqueue's arguments.
 func validEnqueue(a model.EnqueueArgs) error {
 	if err := model.ValidateID(a.ID); err != nil {
@@ -205,7 +196,7 @@ func validEnqueue(a model.EnqueueArgs) error {
 // Enqueue implements core.Store.
 func (s *Store) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskResult, error) {
 	var task model.Task
-	now, err := s.write(ctx, p.Queue, func() error { return validEnqueue(p.EnqueueArgs) }, enqueueStatements, func(t tx, now time.Time) error {
+	now, err := s.write(ctx, p.Queue, func() error { return validEnqueue(p.EnqueueArgs) }, func(t tx, now time.Time) error {
 		// The value is drawn first; if the task is refused, the operation
 		// rolls back and the draw with it.
 		v, err := t.draw(p.Queue, 1)
@@ -275,7 +266,7 @@ func (s *Store) Promote(ctx context.Context, p core.PromoteParams) (core.IDsResu
 		return nil
 	}
 	var ids []string
-	now, err := s.write(ctx, p.Queue, validate, []string{sqlPromote, sqlDraw, sqlSeq, sqlAnyTask}, func(t tx, now time.Time) error {
+	now, err := s.write(ctx, p.Queue, validate, func(t tx, now time.Time) error {
 		rows, err := t.query(sqlPromote, p.Queue, now.UnixMicro(), limitArg(p.Limit))
 		if err != nil {
 			return t.stamped(p.Queue, err)
@@ -328,7 +319,7 @@ func (s *Store) Pop(ctx context.Context, p core.PopParams) (core.TasksResult, er
 		return nil
 	}
 	var tasks []model.Task
-	now, err := s.write(ctx, p.Queue, validate, popStatements[s.popMode], func(t tx, now time.Time) (err error) {
+	now, err := s.write(ctx, p.Queue, validate, func(t tx, now time.Time) (err error) {
 		deadline := ceil(now.Add(p.Lease))
 		if s.popMode == PopSelectUpdate {
 			tasks, err = t.popSelectUpdate(p.Queue, p.N, now, deadline)
@@ -415,7 +406,7 @@ func (s *Store) workerOp(ctx context.Context, op model.Op, c model.Claim, valida
 			}
 		}
 		return validClaim(c)
-	}, []string{q, sqlDraw, sqlAnyTask, sqlProbe}, func(t tx, now time.Time) error {
+	}, func(t tx, now time.Time) error {
 		v, err := t.draw(c.Queue, 1) // rolled back with the operation if it is refused
 		if err != nil {
 			return err
@@ -522,7 +513,7 @@ func (s *Store) ClaimExpired(ctx context.Context, p core.ClaimExpiredParams) (co
 		return nil
 	}
 	var claims []model.ReapClaim
-	now, err := s.write(ctx, p.Queue, validate, []string{sqlDamagedDeadline, sqlClaimExpired, sqlDraw, sqlSeq, sqlAnyTask}, func(t tx, now time.Time) error {
+	now, err := s.write(ctx, p.Queue, validate, func(t tx, now time.Time) error {
 		if err := t.soundDeadlines(p.Queue); err != nil {
 			return err
 		}
@@ -571,7 +562,7 @@ func (s *Store) brokerOp(ctx context.Context, op model.Op, rc model.ReapClaim, q
 		}
 		return nil
 	}
-	now, err := s.write(ctx, rc.Queue, validate, []string{q, sqlDraw, sqlAnyTask, sqlProbe}, func(t tx, now time.Time) error {
+	now, err := s.write(ctx, rc.Queue, validate, func(t tx, now time.Time) error {
 		v, err := t.draw(rc.Queue, 1) // rolled back with the operation if it is refused
 		if err != nil {
 			return err
@@ -639,7 +630,7 @@ func (s *Store) RecoverExpired(ctx context.Context, p core.RecoverExpiredParams)
 		return nil
 	}
 	var tasks []model.Task
-	now, err := s.write(ctx, p.Queue, validate, []string{sqlDamagedDeadline, sqlRecoverExpired, sqlDraw, sqlSeq, sqlAnyTask}, func(t tx, now time.Time) (err error) {
+	now, err := s.write(ctx, p.Queue, validate, func(t tx, now time.Time) (err error) {
 		if err := t.soundDeadlines(p.Queue); err != nil {
 			return err
 		}
@@ -667,7 +658,7 @@ func (s *Store) RecoverExpired(ctx context.Context, p core.RecoverExpiredParams)
 // order: ErrNotFound, ErrConflict (expected version), then the state.
 func (s *Store) inspectorOp(ctx context.Context, op model.Op, p core.InspectParams, q string, advance bool) (core.TaskResult, error) {
 	var task model.Task
-	now, err := s.write(ctx, p.Queue, func() error { return model.ValidateID(p.ID) }, []string{q, sqlDraw, sqlAnyTask, sqlProbe}, func(t tx, now time.Time) error {
+	now, err := s.write(ctx, p.Queue, func() error { return model.ValidateID(p.ID) }, func(t tx, now time.Time) error {
 		args := []any{p.Queue, p.ID, int64(p.Expect)}
 		if advance {
 			v, err := t.draw(p.Queue, 1) // rolled back with the operation if it is refused
@@ -732,7 +723,7 @@ func (s *Store) Prune(ctx context.Context, p core.PruneParams) (core.IDsResult, 
 		return nil
 	}
 	var ids []string
-	now, err := s.write(ctx, p.Queue, validate, []string{sqlPrune}, func(t tx, now time.Time) error {
+	now, err := s.write(ctx, p.Queue, validate, func(t tx, now time.Time) error {
 		rows, err := t.query(sqlPrune, p.Queue, ceil(p.Before).UnixMicro(), succeeded, failed, limitArg(p.Limit))
 		if err != nil {
 			return err

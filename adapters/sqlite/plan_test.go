@@ -49,7 +49,7 @@ func TestPlansReadIndexesInOrder(t *testing.T) {
 				args = append(args, 1)
 			}
 		}
-		rows, err := s.w.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+q, args...)
+		rows, err := s.r.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+q, args...)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -285,8 +284,17 @@ func abbreviate(v any) any {
 	return v
 }
 
+// rowIter is what scanTasks reads: *sql.Rows from the readers' pool, or
+// *rows from the writer connection.
+type rowIter interface {
+	Next() bool
+	Scan(dest ...any) error
+	Close() error
+	Err() error
+}
+
 // scanTasks reads every row of rows as a task and closes rows.
-func scanTasks(rows *sql.Rows, err error) ([]model.Task, error) {
+func scanTasks[R rowIter](rows R, err error) ([]model.Task, error) {
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -26,9 +27,8 @@ type Store struct {
 	capacity int
 	popMode  PopMode
 
-	w      *sql.DB // the one writer connection; every transaction is BEGIN IMMEDIATE
+	w      *sql.DB // the one writer connection, held by the committer
 	r      *sql.DB // read-only pool for Get, List and Counts
-	wstmts stmtCache
 	rstmts stmtCache
 
 	jobs     chan *job     // write operations for the committer
@@ -181,21 +181,21 @@ func Open(path string, opts ...Option) (*Store, error) {
 	}
 	r.SetMaxOpenConns(cfg.readers)
 	r.SetMaxIdleConns(cfg.readers)
+	conn, err := w.Conn(context.Background())
+	if err != nil {
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("leasehold/sqlite: open %s: %w", path, err)
+	}
 	s := &Store{path: path, clock: cfg.clock, capacity: cfg.capacity, popMode: cfg.popMode, w: w, r: r,
 		jobs: make(chan *job), loopDone: make(chan struct{})}
-	s.wstmts.db, s.rstmts.db = w, r
-	if err := s.wstmts.prepare(context.Background(), sqlSavepoint, sqlRelease, sqlRollbackTo); err != nil {
-		s.closeDBs()
-		return nil, err
-	}
-	go s.commitLoop()
+	s.rstmts.db = r
+	go s.commitLoop(conn)
 	return s, nil
 }
 
-// stmtCache holds the statements prepared on one pool, each prepared once,
-// when an operation first needs it. Lookups never block (they happen inside
-// write transactions, which hold the writer's only connection); preparing
-// happens outside transactions.
+// stmtCache holds the statements prepared on the readers' pool, each
+// prepared once, when an operation first needs it.
 type stmtCache struct {
 	db *sql.DB
 	m  sync.Map   // query -> *sql.Stmt
@@ -209,8 +209,7 @@ func (c *stmtCache) lookup(q string) *sql.Stmt {
 	return nil
 }
 
-// prepare makes sure every query in qs is prepared. It must not be called
-// while holding the writer's connection.
+// prepare makes sure every query in qs is prepared.
 func (c *stmtCache) prepare(ctx context.Context, qs ...string) error {
 	for _, q := range qs {
 		if c.lookup(q) != nil {
@@ -282,7 +281,6 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) closeDBs() error {
-	s.wstmts.close()
 	s.rstmts.close()
 	return errors.Join(s.r.Close(), s.w.Close())
 }
@@ -295,8 +293,17 @@ func (s *Store) Vacuum(ctx context.Context) error {
 	if s.closed {
 		return core.ErrClosed
 	}
-	if _, err := s.w.ExecContext(ctx, "VACUUM"); err != nil {
-		return fmt.Errorf("leasehold/sqlite: vacuum: %w", err)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	j := &job{ctx: ctx, done: make(chan struct{}), direct: func(c *wconn) error {
+		_, err := c.exec("VACUUM")
+		return err
+	}}
+	s.jobs <- j
+	<-j.done
+	if j.err != nil {
+		return fmt.Errorf("leasehold/sqlite: vacuum: %w", j.err)
 	}
 	return nil
 }
@@ -307,39 +314,19 @@ func (s *Store) Path() string { return s.path }
 // String names the store.
 func (s *Store) String() string { return fmt.Sprintf("sqlite store %s (pop %v)", s.path, s.popMode) }
 
-// tx is one write transaction: BEGIN IMMEDIATE on the writer connection.
+// tx is one write transaction of the committer on the writer connection.
 type tx struct {
-	s   *Store
-	ctx context.Context
-	sql *sql.Tx
-	// late collects the queries the transaction had to prepare on the spot
-	// (the operation did not declare them); write caches them afterwards.
-	late *[]string
+	s *Store
+	c *wconn
 }
 
-// stmt returns the prepared statement for q within the transaction.
-func (t tx) stmt(q string) *sql.Stmt {
-	if st := t.s.wstmts.lookup(q); st != nil {
-		return t.sql.StmtContext(t.ctx, st)
-	}
-	*t.late = append(*t.late, q)
-	st, err := t.sql.PrepareContext(t.ctx, q)
-	if err != nil {
-		panic(fmt.Errorf("prepare %q: %w", firstLine(q), err)) // an invalid statement is a programming error; write recovers
-	}
-	return st
-}
+func (t tx) query(q string, args ...any) (*rows, error) { return t.c.query(q, args...) }
 
-func (t tx) query(q string, args ...any) (*sql.Rows, error) {
-	return t.stmt(q).QueryContext(t.ctx, args...)
-}
+func (t tx) exec(q string, args ...any) (driver.Result, error) { return t.c.exec(q, args...) }
 
-func (t tx) exec(q string, args ...any) (sql.Result, error) {
-	return t.stmt(q).ExecContext(t.ctx, args...)
-}
-
-func (t tx) queryRow(q string, args ...any) *sql.Row {
-	return t.stmt(q).QueryRowContext(t.ctx, args...)
+func (t tx) queryRow(q string, args ...any) row {
+	r, err := t.c.query(q, args...)
+	return row{rows: r, err: err}
 }
 
 // enter checks what every operation checks first, in the model store's order:
@@ -370,24 +357,17 @@ func (s *Store) enter(ctx context.Context, queue string, validate func() error) 
 // write performs one write operation: fn runs inside a BEGIN IMMEDIATE
 // transaction of the committer (see commit.go), with now read from the clock
 // once the write lock is held, so it is the instant the operation takes
-// effect. If fn returns an error, nothing it did is kept.
-//
-// needs lists the statements fn uses; they are prepared (once per store)
-// before the operation is queued.
-func (s *Store) write(ctx context.Context, queue string, validate func() error, needs []string, fn func(t tx, now time.Time) error) (time.Time, error) {
+// effect. If fn returns an error, nothing it did is kept. The committer may
+// run fn more than once (in a new transaction, when another operation's
+// failure aborted the first), so fn must set its results afresh each time.
+func (s *Store) write(ctx context.Context, queue string, validate func() error, fn func(t tx, now time.Time) error) (time.Time, error) {
 	if err := s.enter(ctx, queue, validate); err != nil {
 		return time.Time{}, err
 	}
 	defer s.mu.RUnlock()
-	if err := s.wstmts.prepare(ctx, needs...); err != nil {
-		return time.Time{}, err
-	}
 	j := &job{ctx: ctx, fn: fn, done: make(chan struct{})}
 	s.jobs <- j
 	<-j.done
-	if len(j.late) > 0 {
-		s.wstmts.prepare(context.Background(), j.late...) // only a cache: an error here changes nothing
-	}
 	if j.err != nil {
 		return time.Time{}, j.err
 	}

@@ -1,0 +1,209 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// wconn is the writer connection as the committer uses it: the driver's own
+// connection (reached through sql.Conn.Raw for the committer's whole life),
+// with every statement prepared on it once, on first use, and kept. Only the
+// committer goroutine touches it, so it needs no lock, and a statement runs
+// without database/sql's per-call bookkeeping (a transaction's copy of each
+// statement, argument conversion, the connection's locks).
+type wconn struct {
+	dc    driver.ConnPrepareContext
+	stmts map[string]driver.Stmt
+}
+
+func newWconn(dc any) (*wconn, error) {
+	p, ok := dc.(driver.ConnPrepareContext)
+	if !ok {
+		return nil, fmt.Errorf("leasehold/sqlite: driver connection %T cannot prepare with a context", dc)
+	}
+	return &wconn{dc: p, stmts: map[string]driver.Stmt{}}, nil
+}
+
+func (c *wconn) stmt(q string) (driver.Stmt, error) {
+	if st, ok := c.stmts[q]; ok {
+		return st, nil
+	}
+	st, err := c.dc.PrepareContext(context.Background(), q)
+	if err != nil {
+		return nil, fmt.Errorf("leasehold/sqlite: prepare %q: %w", firstLine(q), err)
+	}
+	c.stmts[q] = st
+	return st, nil
+}
+
+// close closes every prepared statement.
+func (c *wconn) close() {
+	for q, st := range c.stmts {
+		st.Close()
+		delete(c.stmts, q)
+	}
+}
+
+// named turns arguments into the driver's values, as database/sql would for
+// the types this package passes.
+func named(args []any) ([]driver.NamedValue, error) {
+	nv := make([]driver.NamedValue, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case int:
+			a = int64(v)
+		case uint64:
+			a = int64(v)
+		case nil, int64, string, []byte, bool, float64:
+		default:
+			return nil, fmt.Errorf("leasehold/sqlite: argument %d of type %T", i+1, a)
+		}
+		nv[i] = driver.NamedValue{Ordinal: i + 1, Value: a}
+	}
+	return nv, nil
+}
+
+func (c *wconn) exec(q string, args ...any) (driver.Result, error) {
+	st, err := c.stmt(q)
+	if err != nil {
+		return nil, err
+	}
+	nv, err := named(args)
+	if err != nil {
+		return nil, err
+	}
+	return st.(driver.StmtExecContext).ExecContext(context.Background(), nv)
+}
+
+func (c *wconn) query(q string, args ...any) (*rows, error) {
+	st, err := c.stmt(q)
+	if err != nil {
+		return nil, err
+	}
+	nv, err := named(args)
+	if err != nil {
+		return nil, err
+	}
+	dr, err := st.(driver.StmtQueryContext).QueryContext(context.Background(), nv)
+	if err != nil {
+		return nil, err
+	}
+	return &rows{dr: dr, vals: make([]driver.Value, len(dr.Columns()))}, nil
+}
+
+// rows iterates over the rows of a query on the writer connection, like
+// sql.Rows.
+type rows struct {
+	dr     driver.Rows
+	vals   []driver.Value
+	err    error
+	closed bool
+}
+
+// Next advances to the next row; at the end, or on an error (see Err), it
+// closes the rows and returns false.
+func (r *rows) Next() bool {
+	if r.closed {
+		return false
+	}
+	if err := r.dr.Next(r.vals); err != nil {
+		if !errors.Is(err, io.EOF) {
+			r.err = err
+		}
+		r.Close()
+		return false
+	}
+	return true
+}
+
+// Scan copies the current row's columns into dest.
+func (r *rows) Scan(dest ...any) error {
+	if r.closed {
+		return errors.New("leasehold/sqlite: Scan after the last row")
+	}
+	if len(dest) != len(r.vals) {
+		return fmt.Errorf("leasehold/sqlite: Scan of %d columns into %d values", len(r.vals), len(dest))
+	}
+	for i, d := range dest {
+		if err := assign(d, r.vals[i]); err != nil {
+			return fmt.Errorf("leasehold/sqlite: column %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// Close ends the query; it is safe to call more than once.
+func (r *rows) Close() error {
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	return r.dr.Close()
+}
+
+// Err is the error that ended the iteration, nil at the end of the rows.
+func (r *rows) Err() error { return r.err }
+
+// row is the first row of a query, like sql.Row.
+type row struct {
+	rows *rows
+	err  error
+}
+
+// Scan copies the first row into dest, or returns sql.ErrNoRows.
+func (r row) Scan(dest ...any) error {
+	if r.err != nil {
+		return r.err
+	}
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		return sql.ErrNoRows
+	}
+	return r.rows.Scan(dest...)
+}
+
+// assign stores a driver value in one of the destinations this package
+// scans into.
+func assign(dest any, v driver.Value) error {
+	switch d := dest.(type) {
+	case *any:
+		*d = v
+		return nil
+	case *int64:
+		if n, ok := v.(int64); ok {
+			*d = n
+			return nil
+		}
+	case *int:
+		if n, ok := v.(int64); ok {
+			*d = int(n)
+			return nil
+		}
+	case *bool:
+		switch b := v.(type) {
+		case int64:
+			*d = b != 0
+			return nil
+		case bool:
+			*d = b
+			return nil
+		}
+	case *string:
+		switch s := v.(type) {
+		case string:
+			*d = s
+			return nil
+		case []byte:
+			*d = string(s)
+			return nil
+		}
+	}
+	return fmt.Errorf("cannot store %T %v in %T", v, abbreviate(v), dest)
+}
