@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -175,44 +176,65 @@ func (f *fixture) wantCorrupt(id string, names ...string) {
 // Garbage written into a task's hash makes every operation that reads the
 // task refuse with ErrCorrupt, write nothing and not panic.
 func TestGarbageInATaskHashIsCorrupt(t *testing.T) {
-	fields := []struct{ field, value string }{
+	fields := []struct {
+		field string
+		value any
+	}{
 		{"payload", ""}, // (deleted below: a missing field)
-		{"priority", "x"}, {"priority", "40000"}, {"priority", "07"},
-		{"state", "bogus"}, {"state", ""},
-		{"attempt", "-1"}, {"attempt", "1.5"},
-		{"max_attempts", "0"},
-		{"version", "0"}, {"version", "99999"}, {"version", "1e3"},
-		{"token", "x"}, {"token", "99999"},
-		{"enqueued_at", ""}, {"enqueued_at", "yesterday"},
-		{"run_after", "1e15"}, {"claimed_at", " 1"}, {"deadline", "99999999999999999999"},
+		{"payload", int64(1)},
+		{"priority", "0"}, {"priority", int64(40000)}, {"priority", 1.5},
+		{"state", "bogus"}, {"state", ""}, {"state", false},
+		{"attempt", int64(-1)}, {"attempt", 1.5},
+		{"max_attempts", int64(0)},
+		{"version", int64(0)}, {"version", int64(99999)}, {"version", "3"},
+		{"token", "x"}, {"token", int64(99999)},
+		{"enqueued_at", false}, {"enqueued_at", "yesterday"},
+		{"run_after", 1e15 + 0.5}, {"claimed_at", true}, {"deadline", uint64(1) << 62},
 		{"finished_at", "0x10"},
-		{"errors", "garbage"}, {"errors", "1 2 0 99:short"}, {"errors", "1 2 7 1:x"},
+		{"errors", "garbage"}, {"errors", "1 2 0 99:short"}, {"errors", "1 2 7 1:x"}, {"errors", int64(5)},
+		{"result", false}, {"req", int64(1)}, {"origin", false},
 	}
 	for _, id := range []string{"sch", "rdy", "run", "ok", "bad"} {
 		for i, fv := range fields {
-			t.Run(fmt.Sprintf("%s/%s=%q", id, fv.field, fv.value), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/%s=%#v", id, fv.field, fv.value), func(t *testing.T) {
 				f := newFixture(t)
 				key := f.s.TaskKey(f.q, id)
-				if i == 0 {
-					f.redis("HDEL", key, "payload")
-				} else {
-					f.redis("HSET", key, fv.field, fv.value)
+				stored, ok := redis.UnpackValues(f.c.Get(f.ctx, key).Val())
+				if !ok {
+					t.Fatalf("task %q does not unpack", id)
 				}
+				if i == 0 {
+					stored = stored[1:] // a field missing
+				} else {
+					stored[slices.Index(redis.StoredFields, fv.field)] = fv.value
+				}
+				f.redis("SET", key, redis.PackValues(stored))
 				f.wantCorrupt(id, opsTouching(id)...)
 			})
 		}
-		t.Run(id+"/string instead of a hash", func(t *testing.T) {
+		t.Run(id+"/hash instead of a packed task", func(t *testing.T) {
 			f := newFixture(t)
 			key := f.s.TaskKey(f.q, id)
 			f.redis("DEL", key)
+			f.redis("HSET", key, "payload", "p")
+			f.wantCorrupt(id, opsTouching(id)...)
+		})
+		t.Run(id+"/string that is not a packed task", func(t *testing.T) {
+			f := newFixture(t)
+			key := f.s.TaskKey(f.q, id)
 			f.redis("SET", key, "garbage")
 			f.wantCorrupt(id, opsTouching(id)...)
 		})
-		t.Run(id+"/hash without task fields", func(t *testing.T) {
+		t.Run(id+"/packed map instead of an array", func(t *testing.T) {
 			f := newFixture(t)
 			key := f.s.TaskKey(f.q, id)
-			f.redis("DEL", key)
-			f.redis("HSET", key, "junk", "1")
+			f.redis("SET", key, "\x81\xa1k\xa1v")
+			f.wantCorrupt(id, opsTouching(id)...)
+		})
+		t.Run(id+"/packed value with bytes after it", func(t *testing.T) {
+			f := newFixture(t)
+			key := f.s.TaskKey(f.q, id)
+			f.redis("APPEND", key, "\xa1x")
 			f.wantCorrupt(id, opsTouching(id)...)
 		})
 	}

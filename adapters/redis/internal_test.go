@@ -2,6 +2,7 @@ package redis
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -102,18 +103,32 @@ func TestReturnCodesMapToTheirErrors(t *testing.T) {
 
 // A reply that does not decode is an error, never a panic.
 func TestMalformedRepliesDoNotDecode(t *testing.T) {
-	good := []string{"t1", "p", "0", "ready", "0", "1", "3", "0", "1000", "", "", "", "", "", ""}
-	if _, err := decodeTask("q", good); err != nil {
-		t.Fatalf("good task: %v", err)
+	fields := []any{"p", int64(0), "ready", int64(0), int64(1), int64(3), int64(0), int64(1000), false, false, false, false, "", "", "r", "o"}
+	good := []string{"t1", PackValues(fields)}
+	if task, err := decodeTask("q", good); err != nil || string(task.Payload) != "p" || task.Version != 3 {
+		t.Fatalf("good task: %+v, %v", task, err)
 	}
-	for i, v := range map[int]string{2: "x", 3: "nope", 4: "-1", 5: "0", 6: "0", 7: "x", 8: "1e3", 11: "9999999999999999999", 13: "1 2 0 5:ab"} {
-		bad := append([]string(nil), good...)
+	for i, v := range map[int]any{0: int64(1), 1: "0", 2: "nope", 3: int64(-1), 4: int64(0), 5: int64(0), 6: 1.5, 7: false, 8: true,
+		10: uint64(1) << 63, 12: "1 2 0 5:ab", 13: false, 15: int64(1)} {
+		bad := append([]any(nil), fields...)
 		bad[i] = v
-		if _, err := decodeTask("q", bad); !errors.Is(err, core.ErrCorrupt) {
-			t.Errorf("field %d = %q: %v, want ErrCorrupt", i, v, err)
+		if _, err := decodeTask("q", []string{"t1", PackValues(bad)}); !errors.Is(err, core.ErrCorrupt) {
+			t.Errorf("field %d = %v: %v, want ErrCorrupt", i, v, err)
 		}
 	}
-	if _, err := decodeTasks("q", good[:7]); err == nil {
+	for _, packed := range []string{"", "x", PackValues(fields[:15]), PackValues(fields)[:20], PackValues(fields) + "\xa0", "\xdc\xff\xff", "\x91\xc1"} {
+		if _, err := decodeTask("q", []string{"t1", packed}); !errors.Is(err, core.ErrCorrupt) {
+			t.Errorf("packed value %q: %v, want ErrCorrupt", packed, err)
+		}
+	}
+	long := strings.Repeat("x", 70000)
+	for _, f := range [][]any{fields, {long, "", strings.Repeat("y", 300), int64(-5), int64(-200), int64(1) << 40, 0.5, true}, {}} {
+		got, ok := unpackValues(PackValues(f))
+		if !ok || !slices.Equal(got, f) {
+			t.Errorf("unpack(pack(%v)) = %v, %v", len(f), len(got), ok)
+		}
+	}
+	if _, err := decodeTasks("q", good[:1]); err == nil {
 		t.Error("a short task decoded")
 	}
 	errs, err := decodeErrors("t1", "1 1000 0 3:a:b2 -5 1 0:")

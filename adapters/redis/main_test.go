@@ -94,3 +94,26 @@ func TestConformanceOnACluster(t *testing.T) {
 		},
 	})
 }
+
+// The suite passes through EVALSHA too: a user the ACL denies Functions
+// (as a server before Redis 7.0 would) runs the same scripts that way.
+func TestConformanceWithoutFunctions(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	if err := srv.Client().Do(ctx, "ACL", "SETUSER", "worker", "on", ">pw", "~*", "+@all", "-function", "-fcall", "-fcall_ro").Err(); err != nil {
+		t.Fatal(err)
+	}
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, Username: "worker", Password: "pw"})
+	t.Cleanup(func() { c.Close() })
+	spec.Run(t, spec.Harness{
+		Name: "redis-evalsha",
+		New: func(tb testing.TB, clock core.Clock, capacity int) core.Store {
+			s, err := redis.New(c, redis.WithPrefix(uniquePrefix(tb, c)), redis.WithClock(clock), redis.WithCapacity(capacity))
+			if err != nil {
+				tb.Fatal(err)
+			}
+			tb.Cleanup(func() { s.Close() })
+			return s
+		},
+	})
+}

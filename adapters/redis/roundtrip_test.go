@@ -59,7 +59,7 @@ func (l *commandLog) take() []string {
 }
 
 // Every operation of the store, accepted or refused, is exactly one round
-// trip: one EVALSHA of its script.
+// trip: one FCALL of its function.
 func TestEachOperationIsOneRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	clock := core.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -73,8 +73,8 @@ func TestEachOperationIsOneRoundTrip(t *testing.T) {
 	if err := s.Preload(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := log.take(); len(got) != 19 {
-		t.Fatalf("Preload sent %v, want one SCRIPT LOAD for each of the 19 scripts", got)
+	if got := log.take(); !slices.Equal(got, []string{"function"}) {
+		t.Fatalf("Preload sent %v, want one FUNCTION LOAD", got)
 	}
 
 	const q = "rt"
@@ -173,17 +173,17 @@ func TestEachOperationIsOneRoundTrip(t *testing.T) {
 		if st.refused != nil && !errors.Is(err, st.refused) {
 			t.Fatalf("%s: %v, want %v", st.name, err, st.refused)
 		}
-		if got := log.take(); !slices.Equal(got, []string{"evalsha"}) {
-			t.Errorf("%s sent %v, want one evalsha", st.name, got)
+		if got := log.take(); !slices.Equal(got, []string{"fcall"}) {
+			t.Errorf("%s sent %v, want one fcall", st.name, got)
 		}
 	}
 }
 
-// When the server lacks a script (a restarted or flushed server), the
-// operation falls back to EVAL and works.
-func TestAServerWithoutTheScriptsGetsThemByEval(t *testing.T) {
+// When the server lacks the library (a restarted or flushed server), the
+// operation loads it and works.
+func TestAServerWithoutTheLibraryGetsItLoaded(t *testing.T) {
 	ctx := context.Background()
-	c := redistest.Start(t).Client() // a private server: SCRIPT FLUSH affects no other test
+	c := redistest.Start(t).Client() // a private server: FUNCTION FLUSH affects no other test
 	s, err := redis.New(c)
 	if err != nil {
 		t.Fatal(err)
@@ -191,10 +191,7 @@ func TestAServerWithoutTheScriptsGetsThemByEval(t *testing.T) {
 	if err := s.Preload(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.ScriptFlush(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Ping(ctx).Err(); err != nil {
+	if err := c.FunctionFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
 	log := &commandLog{}
@@ -202,13 +199,60 @@ func TestAServerWithoutTheScriptsGetsThemByEval(t *testing.T) {
 	if _, err := s.Counts(ctx, core.CountsParams{Queue: "q"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := log.take(); !slices.Equal(got, []string{"evalsha", "eval"}) {
-		t.Errorf("first Counts after SCRIPT FLUSH sent %v, want evalsha then eval", got)
+	if got := log.take(); !slices.Equal(got, []string{"fcall", "function", "fcall"}) {
+		t.Errorf("first Counts after FUNCTION FLUSH sent %v, want fcall, function load, fcall", got)
 	}
 	if _, err := s.Counts(ctx, core.CountsParams{Queue: "q"}); err != nil {
 		t.Fatal(err)
 	}
+	if got := log.take(); !slices.Equal(got, []string{"fcall"}) {
+		t.Errorf("second Counts sent %v, want one fcall", got)
+	}
+}
+
+// A user the ACL denies Functions gets the same store through EVALSHA
+// (EVAL when the server lacks a script), as on a server before Redis 7.0.
+func TestWithoutFunctionsTheStoreUsesScripts(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	admin := srv.Client()
+	if err := admin.Do(ctx, "ACL", "SETUSER", "worker", "on", ">pw", "~*", "+@all", "-function", "-fcall", "-fcall_ro").Err(); err != nil {
+		t.Fatal(err)
+	}
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, Username: "worker", Password: "pw"})
+	t.Cleanup(func() { c.Close() })
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	log := &commandLog{}
+	c.AddHook(log)
+	s, err := redis.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "q", EnqueueArgs: model.EnqueueArgs{ID: "a", MaxAttempts: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := log.take(); !slices.Equal(got, []string{"fcall", "evalsha", "eval"}) {
+		t.Errorf("first Enqueue sent %v, want fcall (refused), evalsha, eval", got)
+	}
+	r, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Minute, N: 1})
+	if err != nil || len(r.Tasks) != 1 {
+		t.Fatalf("pop: %v, %v", r, err)
+	}
+	if got := log.take(); !slices.Equal(got, []string{"evalsha", "eval"}) {
+		t.Errorf("Pop sent %v, want evalsha, eval", got)
+	}
+	if err := s.Preload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := log.take(); len(got) != 19 || got[0] != "script" {
+		t.Errorf("Preload sent %v, want a SCRIPT LOAD for each of the 19 scripts", got)
+	}
+	if _, err := s.Ack(ctx, core.AckParams{Claim: r.Tasks[0].Claim(), Result: []byte("ok")}); err != nil {
+		t.Fatal(err)
+	}
 	if got := log.take(); !slices.Equal(got, []string{"evalsha"}) {
-		t.Errorf("second Counts sent %v, want one evalsha", got)
+		t.Errorf("Ack after Preload sent %v, want one evalsha", got)
 	}
 }

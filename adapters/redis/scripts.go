@@ -2,9 +2,12 @@ package redis
 
 import (
 	"context"
+	"crypto/sha1"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -36,6 +39,8 @@ type script struct {
 	// writes: the call carries a request ID (the last ARGV); memo: it also
 	// declares its memo key (the last KEYS), where it remembers its answer.
 	writes, memo bool
+	fn           string // its function in the library
+	body         string // its file, without comment lines
 	*goredis.Script
 }
 
@@ -53,7 +58,34 @@ func loadScript(file string, op model.Op, kind int) *script {
 		panic(err) // embedded at build time: cannot happen
 	}
 	return &script{name: file, op: op, writes: kind != read, memo: kind == memoWrite,
-		Script: goredis.NewScript(link(libBlocks, string(body)))}
+		body: code(string(body)), Script: goredis.NewScript(link(libBlocks, string(body)))}
+}
+
+// The Redis Functions library: lua/lib.lua once, then each script as one
+// function. A script body reads the globals KEYS and ARGV; in the library
+// they are two locals of the library that each function sets first (a
+// function runs alone on the server, like a script). The library's name
+// carries a hash of its code, so stores of different versions sharing a
+// server load libraries of different names and never replace each other's.
+var libName, libCode = buildLibrary()
+
+func buildLibrary() (string, string) {
+	const placeholder = "leasehold_LIBRARY"
+	var body strings.Builder
+	body.WriteString("local KEYS, ARGV\n")
+	for _, b := range libBlocks {
+		body.WriteString(b.text)
+	}
+	for _, sc := range allScripts {
+		fmt.Fprintf(&body, "\nredis.register_function('%s_%s', function(keys, args)\n  KEYS, ARGV = keys, args\n%s\nend)\n",
+			placeholder, strings.TrimSuffix(sc.name, ".lua"), sc.body)
+	}
+	sum := sha1.Sum([]byte(body.String()))
+	name := "leasehold_" + hex.EncodeToString(sum[:6])
+	for _, sc := range allScripts {
+		sc.fn = name + "_" + strings.TrimSuffix(sc.name, ".lua")
+	}
+	return name, "#!lua name=" + name + "\n" + strings.ReplaceAll(body.String(), placeholder, name)
 }
 
 // libBlock is one top-level definition of lua/lib.lua (a local function or
@@ -208,7 +240,7 @@ func (s *Store) eval(ctx context.Context, sc *script, keys []string, id string, 
 		}
 	}
 	args = append(args, req)
-	raw, err := sc.Run(ctx, s.rdb, keys, args...).Slice()
+	raw, err := s.run(ctx, sc, keys, args).Slice()
 	if err != nil {
 		return reply{}, fmt.Errorf("leasehold/redis: %v: %w", sc.op, err)
 	}
@@ -234,6 +266,61 @@ func (s *Store) eval(ctx context.Context, sc *script, keys []string, id string, 
 		return reply{}, fmt.Errorf("leasehold/redis: %v: short reply from %s", sc.op, sc.name)
 	}
 	return reply{head: rest[0], rest: rest[1:]}, nil
+}
+
+// run sends sc: FCALL of its function in the library, loading the library
+// first when the server lacks it; EVALSHA (EVAL when the server lacks the
+// script) from the first time Functions turn out to be unavailable (a
+// server older than 7.0, or a user the ACL denies FUNCTION or FCALL).
+func (s *Store) run(ctx context.Context, sc *script, keys []string, args []any) *goredis.Cmd {
+	if !s.noFunctions.Load() {
+		cmd := s.rdb.FCall(ctx, sc.fn, keys, args...)
+		err := cmd.Err()
+		switch {
+		case err == nil || !isRedisError(err):
+			return cmd
+		case strings.Contains(err.Error(), "Function not found"):
+			if lerr := s.loadLibrary(ctx); lerr == nil {
+				return s.rdb.FCall(ctx, sc.fn, keys, args...)
+			} else if !functionsUnavailable(lerr) {
+				return cmd
+			}
+		case !functionsUnavailable(err):
+			return cmd
+		}
+		s.noFunctions.Store(true)
+	}
+	return sc.Run(ctx, s.rdb, keys, args...)
+}
+
+// isRedisError reports whether err is an error reply of the server (the
+// command was refused, not lost).
+func isRedisError(err error) bool {
+	var re goredis.Error
+	return errors.As(err, &re) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// functionsUnavailable reports whether err says the server cannot run or
+// load functions for this client: an unknown command (before Redis 7.0) or
+// an ACL refusal.
+func functionsUnavailable(err error) bool {
+	if !isRedisError(err) {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "unknown command") || strings.HasPrefix(msg, "NOPERM") ||
+		strings.Contains(msg, "NOPERM")
+}
+
+// loadLibrary loads the library (FUNCTION LOAD REPLACE), on a Cluster
+// client into every master.
+func (s *Store) loadLibrary(ctx context.Context) error {
+	if cc, ok := s.rdb.(*goredis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *goredis.Client) error {
+			return c.FunctionLoadReplace(ctx, libCode).Err()
+		})
+	}
+	return s.rdb.FunctionLoadReplace(ctx, libCode).Err()
 }
 
 // codeError is the one place where a script's refusal becomes an error.
@@ -284,8 +371,11 @@ func codeError(sc *script, code int64, id string, detail []string) error {
 // --- encoding ----------------------------------------------------------------
 
 // taskFields is the number of strings a task takes in a reply: its ID, then
-// the FIELDS of lua/lib.lua.
-const taskFields = 15
+// its packed value.
+const taskFields = 2
+
+// storedFields is the number of values of a packed task (lua/lib.lua).
+const storedFields = 16
 
 // maxSafe is the largest integer a double holds exactly: stored times (µs)
 // stay within ±maxSafe so that Lua compares and scores them exactly.
@@ -315,54 +405,170 @@ func decodeTasks(queue string, f []string) ([]core.Task, error) {
 	return out, nil
 }
 
-// decodeTask decodes one task (ID then FIELDS). Every field is checked again
-// here, so a reply that does not parse is ErrCorrupt, never a panic.
-func decodeTask(queue string, f []string) (core.Task, error) {
-	if len(f) != taskFields {
-		return core.Task{}, fmt.Errorf("leasehold/redis: task of %d fields", len(f))
-	}
-	t := core.Task{Queue: queue, ID: f[0]}
-	var err error
-	field := func(name string, s string, lo, hi int64) int64 {
-		if err != nil {
-			return 0
+// unpackValues decodes a MessagePack array whose elements are strings,
+// integers, doubles or booleans (what cmsgpack packs for a Lua list of
+// strings, numbers and booleans): string, int64, float64 or bool each.
+func unpackValues(b string) ([]any, bool) {
+	pos := 0
+	uint := func(n int) (uint64, bool) {
+		if n > len(b)-pos {
+			return 0, false
 		}
-		n, e := strconv.ParseInt(s, 10, 64)
-		if e != nil || n < lo || n > hi {
-			err = corrupt("task %q: field %s = %q", t.ID, name, s)
+		var v uint64
+		for _, c := range []byte(b[pos : pos+n]) {
+			v = v<<8 | uint64(c)
+		}
+		pos += n
+		return v, true
+	}
+	if len(b) == 0 {
+		return nil, false
+	}
+	var n uint64
+	ok := true
+	switch c := b[0]; {
+	case c&0xf0 == 0x90:
+		n = uint64(c & 0x0f)
+		pos = 1
+	case c == 0xdc:
+		pos = 1
+		n, ok = uint(2)
+	case c == 0xdd:
+		pos = 1
+		n, ok = uint(4)
+	default:
+		return nil, false
+	}
+	if !ok || n > uint64(len(b)) {
+		return nil, false
+	}
+	out := make([]any, n)
+	for i := range out {
+		if pos >= len(b) {
+			return nil, false
+		}
+		c := b[pos]
+		pos++
+		var l uint64
+		switch {
+		case c <= 0x7f:
+			out[i] = int64(c)
+			continue
+		case c >= 0xe0:
+			out[i] = int64(int8(c))
+			continue
+		case c == 0xc2 || c == 0xc3:
+			out[i] = c == 0xc3
+			continue
+		case c >= 0xcc && c <= 0xcf: // uint 8..64
+			v, ok := uint(1 << (c - 0xcc))
+			if !ok || v > 1<<63-1 {
+				return nil, false
+			}
+			out[i] = int64(v)
+			continue
+		case c >= 0xd0 && c <= 0xd3: // int 8..64
+			size := 1 << (c - 0xd0)
+			v, ok := uint(size)
+			if !ok {
+				return nil, false
+			}
+			shift := 64 - 8*size
+			out[i] = int64(v<<shift) >> shift
+			continue
+		case c == 0xca:
+			v, ok := uint(4)
+			if !ok {
+				return nil, false
+			}
+			out[i] = float64(math.Float32frombits(uint32(v)))
+			continue
+		case c == 0xcb:
+			v, ok := uint(8)
+			if !ok {
+				return nil, false
+			}
+			out[i] = math.Float64frombits(v)
+			continue
+		case c&0xe0 == 0xa0:
+			l = uint64(c & 0x1f)
+		case c == 0xd9:
+			l, ok = uint(1)
+		case c == 0xda:
+			l, ok = uint(2)
+		case c == 0xdb:
+			l, ok = uint(4)
+		default:
+			return nil, false
+		}
+		if !ok || l > uint64(len(b)-pos) {
+			return nil, false
+		}
+		out[i] = b[pos : pos+int(l)]
+		pos += int(l)
+	}
+	return out, pos == len(b)
+}
+
+// decodeTask decodes one task of a reply: its ID and its packed value.
+// Every field is checked again here, so a reply that does not parse is
+// ErrCorrupt, never a panic.
+func decodeTask(queue string, r []string) (core.Task, error) {
+	if len(r) != taskFields {
+		return core.Task{}, fmt.Errorf("leasehold/redis: task of %d fields", len(r))
+	}
+	t := core.Task{Queue: queue, ID: r[0]}
+	f, ok := unpackValues(r[1])
+	if !ok || len(f) != storedFields {
+		return core.Task{}, corrupt("task %q: packed value does not parse", t.ID)
+	}
+	var err error
+	str := func(i int, name string) string {
+		s, ok := f[i].(string)
+		if !ok && err == nil {
+			err = corrupt("task %q: field %s = %v", t.ID, name, f[i])
+		}
+		return s
+	}
+	field := func(i int, name string, lo, hi int64) int64 {
+		n, ok := f[i].(int64)
+		if (!ok || n < lo || n > hi) && err == nil {
+			err = corrupt("task %q: field %s = %v", t.ID, name, f[i])
 		}
 		return n
 	}
-	tm := func(name, s string) time.Time {
-		if s == "" || err != nil {
+	tm := func(i int, name string) time.Time {
+		if f[i] == false {
 			return time.Time{}
 		}
-		return time.UnixMicro(field(name, s, -maxSafe, maxSafe)).UTC()
+		return time.UnixMicro(field(i, name, -maxSafe, maxSafe)).UTC()
 	}
-	if f[1] != "" {
-		t.Payload = []byte(f[1])
+	if p := str(0, "payload"); p != "" {
+		t.Payload = []byte(p)
 	}
-	t.Priority = int(field("priority", f[2], model.MinPriority, model.MaxPriority))
-	if st, e := model.ParseState(f[3]); e == nil {
+	t.Priority = int(field(1, "priority", model.MinPriority, model.MaxPriority))
+	if st, e := model.ParseState(str(2, "state")); e == nil {
 		t.State = st
 	} else if err == nil {
-		err = corrupt("task %q: field state = %q", t.ID, f[3])
+		err = corrupt("task %q: field state = %v", t.ID, f[2])
 	}
-	t.Attempt = int(field("attempt", f[4], 0, maxSafe))
-	t.MaxAttempts = int(field("max_attempts", f[5], 1, maxSafe))
-	t.Version = uint64(field("version", f[6], 1, versionLimit-1))
-	t.ClaimToken = uint64(field("token", f[7], 0, versionLimit-1))
-	t.EnqueuedAt = tm("enqueued_at", f[8])
-	t.RunAfter = tm("run_after", f[9])
-	t.ClaimedAt = tm("claimed_at", f[10])
-	t.Deadline = tm("deadline", f[11])
-	t.FinishedAt = tm("finished_at", f[12])
-	if err == nil {
-		t.Errors, err = decodeErrors(t.ID, f[13])
+	t.Attempt = int(field(3, "attempt", 0, maxSafe))
+	t.MaxAttempts = int(field(4, "max_attempts", 1, maxSafe))
+	t.Version = uint64(field(5, "version", 1, versionLimit-1))
+	t.ClaimToken = uint64(field(6, "token", 0, versionLimit-1))
+	t.EnqueuedAt = time.UnixMicro(field(7, "enqueued_at", -maxSafe, maxSafe)).UTC()
+	t.RunAfter = tm(8, "run_after")
+	t.ClaimedAt = tm(9, "claimed_at")
+	t.Deadline = tm(10, "deadline")
+	t.FinishedAt = tm(11, "finished_at")
+	if errs := str(12, "errors"); err == nil {
+		t.Errors, err = decodeErrors(t.ID, errs)
 	}
-	if f[14] != "" {
-		t.Result = []byte(f[14])
+	if res := str(13, "result"); res != "" {
+		t.Result = []byte(res)
 	}
+	str(14, "req")
+	str(15, "origin")
 	if err != nil {
 		return core.Task{}, err
 	}

@@ -29,6 +29,9 @@ type Store struct {
 	closed   atomic.Bool
 	reqBase  string        // random, unique to this Store
 	reqSeq   atomic.Uint64 // the last request number
+	// noFunctions: the server cannot run the library (see run); the store
+	// sends EVALSHA from then on.
+	noFunctions atomic.Bool
 }
 
 var _ core.Store = (*Store)(nil)
@@ -155,11 +158,24 @@ func (s *Store) QueueKeys(queue string) map[string]string {
 	return out
 }
 
-// Preload loads every script into the server's script cache (SCRIPT LOAD; on
-// a Cluster client, into every shard), so that even the first call of each
-// operation takes one round trip. Without it, the first call of an operation
-// on a server that lacks its script takes two (EVALSHA, then EVAL).
+// Preload loads the store's Redis Functions library (FUNCTION LOAD
+// REPLACE; on a Cluster client, into every master), so that even the first
+// call of each operation takes one round trip; when the server cannot run
+// Functions (before Redis 7.0, or denied by the ACL) it loads every script
+// into the script cache instead (SCRIPT LOAD). Without it, the first call
+// on a server that lacks the library takes three round trips (FCALL,
+// FUNCTION LOAD, FCALL).
 func (s *Store) Preload(ctx context.Context) error {
+	if !s.noFunctions.Load() {
+		err := s.loadLibrary(ctx)
+		if err == nil {
+			return nil
+		}
+		if !functionsUnavailable(err) {
+			return fmt.Errorf("leasehold/redis: load library %s: %w", libName, err)
+		}
+		s.noFunctions.Store(true)
+	}
 	for _, sc := range allScripts {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return fmt.Errorf("leasehold/redis: load %s: %w", sc.name, err)

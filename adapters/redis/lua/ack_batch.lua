@@ -12,7 +12,7 @@
 -- Returns:
 --   {0, now, item, item, ...}    per item its code, the number of strings
 --                                that follow and then, for code 0, the task
---                                (ID then FIELDS), else the refusal's detail
+--                                (ID, packed value), else the refusal's detail
 --                                (2 STALE_CLAIM reason, 4 TRANSITION state)
 --   {1, detail}                  INVALID_ARGUMENT: of the batch itself
 --   {8, key, detail}             CORRUPT
@@ -43,7 +43,7 @@ return run(function()
       local t = tasks[id]
       if code == '0' and t then
         out[#out + 1] = '0'
-        out[#out + 1] = fmt(#FIELDS + 1)
+        out[#out + 1] = '2'
         emit(out, t)
       elseif code == '0' then
         refuse(GONE, id)
@@ -93,7 +93,7 @@ return run(function()
     if it.id then
       codes[i] = '0'
       out[#out + 1] = '0'
-      out[#out + 1] = fmt(#FIELDS + 1)
+      out[#out + 1] = '2'
       emit(out, it)
     else
       codes[i] = fmt(it[1]) .. ' ' .. it[2]

@@ -11,7 +11,7 @@
 -- ARGV[7] capacity: max pending tasks, 0 for unlimited
 --
 -- Returns:
---   {0, now, task}               the new task (ID then the FIELDS of lib.lua)
+--   {0, now, task}               the new task (ID, packed value)
 --   {1, detail}                  INVALID_ARGUMENT: an argument does not parse
 --   {5}                          EXISTS: a task has the ID (in any state)
 --                                (a task this call added is answered as stored)

@@ -13,7 +13,7 @@
 -- Returns:
 --   {0, now, item, item, ...}    per item its code, the number of strings
 --                                that follow and then, for code 0, the task
---                                (ID then FIELDS), else the refusal's detail
+--                                (ID, packed value), else the refusal's detail
 --                                (1 INVALID_ARGUMENT, 5 EXISTS, 7 QUEUE_FULL)
 --   {1, detail}                  INVALID_ARGUMENT: of the batch itself
 --   {8, key, detail}             CORRUPT
@@ -40,9 +40,9 @@ return run(function()
     for i = 0, n - 1 do
       local id, code = ARGV[3 + 5 * i], m[i + 1]
       local t = stored[id]
-      if code == '0' and t and t.stored.origin == CALL.req then
+      if code == '0' and t and t.origin == CALL.req then
         out[#out + 1] = '0'
-        out[#out + 1] = fmt(#FIELDS + 1)
+        out[#out + 1] = '2'
         emit(out, t)
       elseif code == '0' then
         refuse(GONE, id)
@@ -104,7 +104,7 @@ return run(function()
     if it.id then
       codes[i] = '0'
       out[#out + 1] = '0'
-      out[#out + 1] = fmt(#FIELDS + 1)
+      out[#out + 1] = '2'
       emit(out, it)
     else
       codes[i] = fmt(it[1]) .. ' ' .. (it[2] or '')

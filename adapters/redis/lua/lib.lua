@@ -56,10 +56,14 @@ local MAX_SAFE = 9007199254740991
 local VERSION_LIMIT = 68719476736
 local MAX_PRIORITY, MIN_PRIORITY = 32767, -32768
 
--- The fields of a task hash, in the order replies carry them.
-local FIELDS = {'payload', 'priority', 'state', 'attempt', 'max_attempts',
-  'version', 'token', 'enqueued_at', 'run_after', 'claimed_at', 'deadline',
-  'finished_at', 'errors', 'result'}
+-- A task is stored as one string, its packed value: a MessagePack array
+-- (cmsgpack) of its fields in this order, then req and origin (the request
+-- IDs of the task's last write and of the Enqueue that made it). payload,
+-- state, errors, result, req and origin are strings, the other fields
+-- integers (times in µs), the times other than enqueued_at false when unset:
+--   payload, priority, state, attempt, max_attempts, version, token,
+--   enqueued_at, run_after, claimed_at, deadline, finished_at, errors,
+--   result, req, origin
 
 -- The order index and the ID index of each state (indexes into KEYS).
 local ORDER = {scheduled = 3, ready = 2, running = 4, succeeded = 5, failed = 5}
@@ -180,31 +184,40 @@ end
 
 local function bad(t, detail) refuse(CORRUPT, t.key, detail) end
 
--- num parses field f of a loaded task as an integer in lo..hi (nil: open).
+-- num checks that field f of a loaded task is an integer a double holds
+-- exactly, in lo..hi (nil: open).
 local function num(t, f, lo, hi)
-  local n = int(t[f])
-  if not n or (lo and n < lo) or (hi and n > hi) then bad(t, 'field ' .. f .. ' = ' .. t[f]) end
-  t[f] = n
+  local n = t[f]
+  if type(n) ~= 'number' or n ~= math.floor(n) or n > MAX_SAFE or n < -MAX_SAFE or
+    (lo and n < lo) or (hi and n > hi) then
+    bad(t, 'field ' .. f .. ' = ' .. tostring(n))
+  end
 end
 
--- tm parses a time field: '' (unset) gives false.
+-- tm checks a time field: false (unset) or an integer.
 local function tm(t, f)
-  if t[f] == '' then t[f] = false else num(t, f) end
+  if t[f] ~= false then num(t, f) end
 end
 
--- load_task reads and checks the task hash at key: nil when there is none,
--- else a table of its parsed fields. Anything that does not parse, or breaks
--- a rule every task keeps, refuses with CORRUPT.
+-- load_task reads and checks the task at key (one GET of its packed value):
+-- nil when there is none, else a table of its parsed fields (stored: the
+-- stored strings by field, packed: the value). Anything that does not
+-- parse, or breaks a rule every task keeps, refuses with CORRUPT.
 local function load_task(key, id, seq)
-  local v = rcall(key, 'HGETALL', key)
-  if #v == 0 then return nil end
-  local h = {}
-  for i = 1, #v, 2 do h[v[i]] = v[i + 1] end
-  local t = {key = key, id = id, stored = h}
-  for i = 1, #FIELDS do
-    local f = FIELDS[i]
-    if not h[f] then refuse(CORRUPT, key, 'missing field ' .. f) end
-    t[f] = h[f]
+  local v = rcall(key, 'GET', key)
+  if not v then return nil end
+  local ok, a, extra = pcall(cmsgpack.unpack, v)
+  if not ok or type(a) ~= 'table' or extra ~= nil or #a ~= 16 then
+    refuse(CORRUPT, key, 'not a packed task')
+  end
+  local t = {key = key, id = id, packed = v, payload = a[1], priority = a[2],
+    state = a[3], attempt = a[4], max_attempts = a[5], version = a[6],
+    token = a[7], enqueued_at = a[8], run_after = a[9], claimed_at = a[10],
+    deadline = a[11], finished_at = a[12], errors = a[13], result = a[14],
+    req = a[15], origin = a[16]}
+  if type(t.payload) ~= 'string' or type(t.state) ~= 'string' or type(t.errors) ~= 'string' or
+    type(t.result) ~= 'string' or type(t.req) ~= 'string' or type(t.origin) ~= 'string' then
+    refuse(CORRUPT, key, 'a field of the task is not a string')
   end
   if not ORDER[t.state] then bad(t, 'field state = ' .. t.state) end
   num(t, 'priority', MIN_PRIORITY, MAX_PRIORITY)
@@ -292,46 +305,24 @@ local function index(t)
   redis.call('ZADD', KEYS[IDS[t.state]], 0, t.id)
 end
 
-local function ftime(v) if v then return fmt(v) end return '' end
-
--- encode returns the task's fields as stored strings, in FIELDS order.
-local function encode(t)
-  return {t.payload, fmt(t.priority), t.state, fmt(t.attempt),
-    fmt(t.max_attempts), fmt(t.version), fmt(t.token), ftime(t.enqueued_at),
-    ftime(t.run_after), ftime(t.claimed_at), ftime(t.deadline),
-    ftime(t.finished_at), t.errors, t.result}
-end
-
--- save writes the fields that differ from the stored hash (all of them for
--- a new task) and keeps the encoding for emit.
+-- save writes the task's packed value (its fields, the call's request ID
+-- and the origin: the call's for a new task) in one SET, and keeps it for
+-- emit.
 local function save(t)
-  local enc = encode(t)
-  local stored = t.stored or {}
-  local args = {'HSET', t.key}
-  for i = 1, #FIELDS do
-    if stored[FIELDS[i]] ~= enc[i] then
-      args[#args + 1] = FIELDS[i]
-      args[#args + 1] = enc[i]
-    end
-  end
-  if CALL.req ~= '' and stored.req ~= CALL.req then
-    args[#args + 1] = 'req'
-    args[#args + 1] = CALL.req
-    if not t.stored then
-      args[#args + 1] = 'origin'
-      args[#args + 1] = CALL.req
-    end
-  end
-  if #args > 2 then redis.call(unpack(args)) end
-  t.enc = enc
+  t.req = CALL.req
+  t.origin = t.origin or t.req
+  t.packed = cmsgpack.pack({t.payload, t.priority, t.state, t.attempt,
+    t.max_attempts, t.version, t.token, t.enqueued_at, t.run_after,
+    t.claimed_at, t.deadline, t.finished_at, t.errors, t.result, t.req, t.origin})
+  redis.call('SET', t.key, t.packed)
 end
 
--- emit appends the task to a reply: its ID, then FIELDS in order.
+-- emit appends the task to a reply: its ID, then its packed value (the Go
+-- side decodes it like a stored one).
 local function emit(out, t)
-  local enc = t.enc or encode(t)
   local n = #out
   out[n + 1] = t.id
-  for i = 1, #enc do out[n + 1 + i] = enc[i] end
+  out[n + 2] = t.packed
   return out
 end
 
@@ -339,7 +330,7 @@ end
 -- ID, the call was applied and nothing has touched the task since, so the
 -- answer is the task as stored.
 local function replay(t)
-  if t and CALL.req ~= '' and t.stored.req == CALL.req then
+  if t and CALL.req ~= '' and t.req == CALL.req then
     error({leasehold = emit({OK, fmt(CALL.now)}, t)}, 0)
   end
 end
@@ -347,7 +338,7 @@ end
 -- created answers an Enqueue sent again: a task whose origin is the call's
 -- request ID was added by this call, and is answered as stored.
 local function created(t)
-  if t and CALL.req ~= '' and t.stored.origin == CALL.req then
+  if t and CALL.req ~= '' and t.origin == CALL.req then
     error({leasehold = emit({OK, fmt(CALL.now)}, t)}, 0)
   end
 end
@@ -378,7 +369,7 @@ local function carried(ids, seq)
   local out = {}
   for _, id in ipairs(ids) do
     local t = load_task(KEYS[11] .. id, id, seq)
-    if t and t.stored.req == CALL.req then out[#out + 1] = t end
+    if t and t.req == CALL.req then out[#out + 1] = t end
   end
   return out
 end

@@ -9,7 +9,7 @@
 -- ARGV[3] n: batch size, >= 1
 --
 -- Returns:
---   {0, now, task, task, ...}    the claimed tasks (each: ID then FIELDS)
+--   {0, now, task, task, ...}    the claimed tasks (each: ID, packed value)
 --   {1, detail}                  INVALID_ARGUMENT
 --   {8, key, detail}             CORRUPT
 --   {9, seq}                     SEQUENCE_EXHAUSTED

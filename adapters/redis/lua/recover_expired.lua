@@ -11,7 +11,7 @@
 -- ARGV[3] limit: 0 for no limit
 --
 -- Returns:
---   {0, now, task, task, ...}    the tasks as it left them (each: ID then FIELDS)
+--   {0, now, task, task, ...}    the tasks as it left them (each: ID, packed value)
 --   {1, detail}                  INVALID_ARGUMENT
 --   {8, key, detail}             CORRUPT
 --   {9, seq}                     SEQUENCE_EXHAUSTED

@@ -1,0 +1,67 @@
+package redis
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// StoredFields names the values of a packed task, in order, for tests that
+// read or damage stored tasks.
+var StoredFields = []string{"payload", "priority", "state", "attempt", "max_attempts",
+	"version", "token", "enqueued_at", "run_after", "claimed_at", "deadline",
+	"finished_at", "errors", "result", "req", "origin"}
+
+// UnpackValues decodes a packed task (a MessagePack array).
+func UnpackValues(b string) ([]any, bool) { return unpackValues(b) }
+
+// PackValues encodes values (string, int64, int, float64, bool) as
+// cmsgpack packs a Lua list of them.
+func PackValues(values []any) string {
+	var out []byte
+	if n := len(values); n <= 15 {
+		out = append(out, 0x90|byte(n))
+	} else {
+		out = append(out, 0xdc)
+		out = binary.BigEndian.AppendUint16(out, uint16(n))
+	}
+	for _, v := range values {
+		switch v := v.(type) {
+		case string:
+			switch l := len(v); {
+			case l < 32:
+				out = append(out, 0xa0|byte(l))
+			case l <= 0xff:
+				out = append(out, 0xd9, byte(l))
+			case l <= 0xffff:
+				out = append(out, 0xda)
+				out = binary.BigEndian.AppendUint16(out, uint16(l))
+			default:
+				out = append(out, 0xdb)
+				out = binary.BigEndian.AppendUint32(out, uint32(l))
+			}
+			out = append(out, v...)
+		case int:
+			out = append(out, 0xd3)
+			out = binary.BigEndian.AppendUint64(out, uint64(v))
+		case int64:
+			out = append(out, 0xd3)
+			out = binary.BigEndian.AppendUint64(out, uint64(v))
+		case uint64:
+			out = append(out, 0xcf)
+			out = binary.BigEndian.AppendUint64(out, v)
+		case float64:
+			out = append(out, 0xcb)
+			out = binary.BigEndian.AppendUint64(out, math.Float64bits(v))
+		case bool:
+			if v {
+				out = append(out, 0xc3)
+			} else {
+				out = append(out, 0xc2)
+			}
+		default:
+			panic(fmt.Sprintf("PackValues: %T", v))
+		}
+	}
+	return string(out)
+}
