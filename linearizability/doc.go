@@ -82,6 +82,24 @@
 // stalls, such a recovery in the memory adapter passed 5000 histories on each
 // of five seeds; with them it was caught on all five within 1300.
 //
+// # The contract's edges
+//
+// Small plans miss three edges of the store contract, so the plans reach
+// them on purpose. One plan in six enqueues 80, 270 or 300 tasks in one
+// step (BulkSizes: more than a node of the memory adapter's B-trees, 63,
+// and than the page of 256 the Redis adapter's Prune reads) and, in the
+// same round, takes them to the state a later op walks: Promote, Pop of
+// all of them in one batch, ClaimExpired, RecoverExpired, Prune or List
+// over several pages. One plan in four gives the stores clock readings with
+// a fraction of a microsecond (Plan.SubMicro); the recorder keeps the
+// whole-microsecond reading, and the model accepts an answer only if every
+// time in it is whole microseconds, as core.Store keeps them. In three
+// plans in four the clients scribble (Plan.Scribble): once a client has
+// used an answer it writes over the payloads, results, error histories and
+// the Tasks, IDs and Claims slices the store returned, and over the byte
+// slices it passed in, so a store that shares its own slices with a caller
+// answers later calls with the scribbles.
+//
 // # Shrinking
 //
 // The plan of history i of a run is Plans(...).Example(Seed+i), the plan
