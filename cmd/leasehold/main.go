@@ -2,6 +2,7 @@
 // into a store's queues.
 //
 //	leasehold check [flags]            run the linearizability harness (the main job)
+//	leasehold check --runtime [flags]  run real Workers, Brokers and an Inspector under it
 //	leasehold check --replay FILE      check a saved history again, offline
 //	leasehold inspect [flags] counts   the number of tasks in each state
 //	leasehold inspect [flags] list STATE
@@ -18,6 +19,16 @@
 // prints the folder and the seed, and exits with status 1. Either way it
 // writes the visualization of one passing history, so a newcomer can see
 // what was checked.
+//
+// `leasehold check --runtime` runs the same harness one layer up: each
+// history is a generated schedule for real core.Worker, core.Broker and
+// core.Inspector values (handlers that succeed, fail, panic, ignore their
+// context or outlive their lease; stalled and lost store calls; clock
+// jumps), every store call recorded, checked for linearizability and for
+// the runtime properties of package linearizability (RuntimeProperties).
+// A violation names the broken property. With --redis the stores reach
+// the server through a fault proxy with the client configuration
+// redis.Open gives.
 //
 // Run `leasehold check -h` or `leasehold inspect -h` for the flags.
 package main
@@ -58,6 +69,8 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
   leasehold check [flags]           check the stores for linearizability (memory adapter by default;
                                     --redis URL, --sqlite FOLDER for the others)
+  leasehold check --runtime [flags] the same for real Workers, Brokers and an Inspector, and the
+                                    runtime properties (Redis through a fault proxy)
   leasehold check --replay FILE     check a saved history.json again
   leasehold inspect [flags] counts|list STATE|get ID
                                     look into a queue of a Redis (--redis URL) or SQLite (--sqlite PATH) store

@@ -207,3 +207,75 @@ func TestInspectShowsARedisQueue(t *testing.T) {
 		t.Errorf("list of an unknown state: status %d, want 1", status)
 	}
 }
+
+func TestCheckRuntimeRunsEveryAdapter(t *testing.T) {
+	url := redistest.URL(t)
+	out := t.TempDir()
+	dir := t.TempDir()
+	// Faults off for Redis: its transport faults through the proxy are the
+	// linearizability package's tests; here the command is under test.
+	for _, args := range [][]string{
+		{"--histories", "40"},
+		{"--redis", url, "--histories", "20", "--faults=false"},
+		{"--sqlite", dir, "--histories", "3"},
+	} {
+		args = append([]string{"check", "--runtime", "--progress", "none", "--out", out, "--seed", "11"}, args...)
+		status, stdout, stderr := runCmd(t, args...)
+		if status != 0 {
+			t.Fatalf("%v: status %d\n%s\n%s", args, status, stdout, stderr)
+		}
+		if !strings.Contains(stdout, "leasehold check --runtime:") {
+			t.Errorf("%v: no runtime header:\n%s", args, stdout)
+		}
+	}
+	for _, name := range []string{"memory", "redis-proxy", "sqlite-returning", "sqlite-select-update"} {
+		if _, err := os.Stat(filepath.Join(out, "example-"+name+".html")); err != nil {
+			t.Errorf("no example visualization of %s: %v", name, err)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) > 0 {
+		t.Errorf("databases left behind: %v", left)
+	}
+}
+
+func TestCheckRuntimeReportsTheBrokenProperty(t *testing.T) {
+	// A runtime history of the plan of seed 11 has one of its Extends made
+	// to carry another lease and is saved: the summary names the property,
+	// and --replay finds the saved history not linearizable either (the
+	// deadline no longer follows from the lease).
+	p := linearizability.RuntimePlans(linearizability.RuntimeOptions{Mode: linearizability.FakeTime}).Example(11)
+	rh, err := linearizability.ExecuteRuntime(context.Background(), p, backends.Memory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := false
+	for i := range rh.History.Operations {
+		if op := &rh.History.Operations[i]; op.Input.Op == model.OpExtend {
+			op.Input.Lease += time.Millisecond
+			broken = true
+			break
+		}
+	}
+	if !broken {
+		t.Fatal("the plan of seed 11 has no Extend: pick a seed whose plan has one")
+	}
+	rh.History.Adapter, rh.History.Seed = "memory", 11
+	props := linearizability.CheckRuntime(p, rh)
+	v := linearizability.Check(rh.History, 10*time.Second)
+	dir, err := linearizability.SaveRuntimeFailure(t.TempDir(), p, rh, v, props)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := linearizability.Failure{Seed: 11, Result: v.Result, History: rh.History, Properties: props, RuntimePlan: p, Dir: dir}
+	var b bytes.Buffer
+	summary(&b, []linearizability.Report{{Adapter: "memory", Histories: 1, Violations: 1, Failures: []linearizability.Failure{f}}}, &checkFlags{mode: "fake", runtime: true})
+	for _, want := range []string{"breaks heartbeat-lease", "heartbeat-lease: worker", "leasehold check --runtime --seed 11"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the summary lacks %q:\n%s", want, b.String())
+		}
+	}
+	status, stdout, stderr := runCmd(t, "check", "--replay", filepath.Join(dir, "history.json"))
+	if status != 1 || !strings.Contains(stdout, "Illegal") {
+		t.Errorf("replay of the broken history: status %d\n%s\n%s", status, stdout, stderr)
+	}
+}
