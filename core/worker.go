@@ -108,6 +108,8 @@ type Worker struct {
 	storeNow storeClock
 	beats    beatList
 	acks     chan *job // successes waiting for the acker
+	work     chan *job // to an idle runner
+	runners  sync.WaitGroup
 
 	mu      sync.Mutex
 	started bool
@@ -175,6 +177,7 @@ func NewWorker(store Store, queue string, handler Handler, opts ...WorkerOption)
 		w.acks = make(chan *job, w.concurrency)
 	}
 	w.beats.init()
+	w.work = make(chan *job)
 	w.logger = w.logger.With("queue", queue)
 	return w, nil
 }
@@ -220,9 +223,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		loops.Go(func() { w.ackLoop(base) })
 	}
 	w.fetch(base)
+	close(w.work) // idle runners return
 	w.jobs.Wait()
 	close(w.drained)
 	loops.Wait()
+	w.runners.Wait()
 
 	w.mu.Lock()
 	w.closed = true
@@ -326,7 +331,7 @@ func (w *Worker) fetch(base context.Context) {
 		w.stats.popped.Add(int64(len(res.Tasks)))
 		for _, t := range res.Tasks {
 			w.jobs.Add(1)
-			go w.run(base, &job{task: t, claim: t.Claim()})
+			w.dispatch(base, &job{task: t, claim: t.Claim()})
 		}
 		if len(res.Tasks) > 0 {
 			wait = w.pollMin
@@ -340,6 +345,22 @@ func (w *Worker) fetch(base context.Context) {
 			return
 		}
 		wait = min(2*wait, w.pollMax)
+	}
+}
+
+// dispatch hands a job to an idle runner goroutine, or starts a new one: a
+// worker keeps its runners (about one per slot) instead of starting a
+// goroutine per task.
+func (w *Worker) dispatch(base context.Context, j *job) {
+	select {
+	case w.work <- j:
+	default:
+		w.runners.Go(func() {
+			w.run(base, j)
+			for j := range w.work {
+				w.run(base, j)
+			}
+		})
 	}
 }
 

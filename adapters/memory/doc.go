@@ -21,10 +21,16 @@
 //   - Running: by Deadline, then ID: ClaimExpired and RecoverExpired.
 //   - Succeeded and Failed: by FinishedAt, then ID: Prune.
 //
+// Index entries name a task by a handle into the queue's slab of tasks, not
+// by pointer: entries hold no pointers, so inserting or deleting one moves a
+// node's entries with a plain copy, and the garbage collector never scans the
+// nodes.
+//
 // With n tasks in a queue, Enqueue, Extend, Ack, Fail, Retry, Requeue,
 // Finalize, InspectRequeue, Remove and Get cost O(log n); Pop, Promote,
 // ClaimExpired and RecoverExpired cost O(log n) for each task they touch and
-// nothing for the tasks they do not; List costs O(log n + limit), Counts O(1).
+// nothing for the tasks they do not; EnqueueBatch and AckBatch cost what
+// their items would cost one by one, under one lock; List costs O(log n + limit), Counts O(1).
 // Prune costs O(log n) per task removed, plus O(1) for each older terminal
 // task of a state it was not asked to prune.
 //
