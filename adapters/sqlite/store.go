@@ -83,6 +83,14 @@ const (
 // write lock before it fails, unless WithBusyTimeout says otherwise.
 const DefaultBusyTimeout = 10 * time.Second
 
+// DefaultCheckpointPages is how many pages the write-ahead log grows to
+// before the writer copies them into the database file (SQLite's
+// wal_autocheckpoint), unless WithCheckpointPages says otherwise: about 32 MB
+// of log with 4 KB pages. A checkpoint copies each page once however many
+// commits rewrote it, and syncs the file, so a longer log costs fewer copies
+// and syncs per operation; SQLite's own default is 1000.
+const DefaultCheckpointPages = 8000
+
 // DefaultLiteQueueMaxAttempts is the MaxAttempts given to messages imported
 // from a LiteQueue database, unless WithLiteQueueMaxAttempts says otherwise.
 const DefaultLiteQueueMaxAttempts = 3
@@ -101,6 +109,7 @@ type config struct {
 	busyTimeout    time.Duration
 	readers        int
 	sync           Synchronous
+	checkpoint     int
 	legacyQueue    string
 	legacyQueueSet bool
 	legacyAttempts int
@@ -127,6 +136,10 @@ func WithReaders(n int) Option { return func(cfg *config) { cfg.readers = n } }
 // WithSynchronous sets when commits reach the disk (default SyncFull).
 func WithSynchronous(s Synchronous) Option { return func(cfg *config) { cfg.sync = s } }
 
+// WithCheckpointPages sets how many pages the write-ahead log holds before
+// the writer checkpoints it (default DefaultCheckpointPages; at least 1).
+func WithCheckpointPages(n int) Option { return func(cfg *config) { cfg.checkpoint = n } }
+
 // WithLiteQueueName names the queue that receives the messages when Open
 // migrates a LiteQueue database. By default it is the LiteQueue queue name
 // taken from the file name ("<name>.queue.sqlite3"), or DefaultLiteQueueName.
@@ -150,6 +163,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 		busyTimeout:    DefaultBusyTimeout,
 		readers:        max(runtime.NumCPU(), 2),
 		legacyAttempts: DefaultLiteQueueMaxAttempts,
+		checkpoint:     DefaultCheckpointPages,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -162,7 +176,8 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if cfg.sync == SyncNormal {
 		syncMode = "NORMAL"
 	}
-	w, err := sql.Open("sqlite", path+"?"+common+"&_txlock=immediate&_pragma=journal_mode(WAL)&_pragma=synchronous("+syncMode+")")
+	w, err := sql.Open("sqlite", path+"?"+common+"&_txlock=immediate&_pragma=journal_mode(WAL)&_pragma=synchronous("+syncMode+")"+
+		fmt.Sprintf("&_pragma=wal_autocheckpoint(%d)", cfg.checkpoint))
 	if err != nil {
 		return nil, fmt.Errorf("leasehold/sqlite: open %s: %w", path, err)
 	}
@@ -248,6 +263,8 @@ func checkConfig(path string, cfg *config) error {
 		return fmt.Errorf("%w: sqlite: unknown pop mode %d", core.ErrInvalidArgument, cfg.popMode)
 	case cfg.sync != SyncFull && cfg.sync != SyncNormal:
 		return fmt.Errorf("%w: sqlite: unknown synchronous setting %d", core.ErrInvalidArgument, cfg.sync)
+	case cfg.checkpoint < 1:
+		return fmt.Errorf("%w: sqlite: checkpoint pages %d < 1", core.ErrInvalidArgument, cfg.checkpoint)
 	case cfg.busyTimeout < 0 || cfg.readers < 1:
 		return fmt.Errorf("%w: sqlite: busy timeout %v, readers %d", core.ErrInvalidArgument, cfg.busyTimeout, cfg.readers)
 	case cfg.legacyAttempts < 1:

@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -146,5 +147,29 @@ func TestDamagedDeadlinesAreCorrupt(t *testing.T) {
 	res, err := s.ClaimExpired(ctx, core.ClaimExpiredParams{Queue: "q", ClaimTTL: time.Minute})
 	if err != nil || len(res.Claims) != 1 || res.Claims[0].TaskID != damaged.ID {
 		t.Errorf("ClaimExpired after the repair: %+v, %v; want the claim of %s", res.Claims, err, damaged.ID)
+	}
+}
+
+// TestCheckpointPagesOption checks that the writer checkpoints the log at
+// the configured length, and that a length below 1 is refused.
+func TestCheckpointPagesOption(t *testing.T) {
+	if _, err := sqlite.Open(filepath.Join(t.TempDir(), "x.db"), sqlite.WithCheckpointPages(0)); !errors.Is(err, core.ErrInvalidArgument) {
+		t.Errorf("WithCheckpointPages(0): %v, want ErrInvalidArgument", err)
+	}
+	for _, pages := range []int{10, sqlite.DefaultCheckpointPages} {
+		path := filepath.Join(t.TempDir(), "ckpt.db")
+		s := openStore(t, path, sqlite.WithCheckpointPages(pages), sqlite.WithSynchronous(sqlite.SyncNormal))
+		for i := range 40 {
+			enqueue(t, s, "q", fmt.Sprintf("t%02d", i))
+		}
+		// PRAGMA wal_checkpoint(PASSIVE) reports the frames in the log: a
+		// checkpoint at 10 pages has restarted it since, the default has not.
+		var busy, frames, done int
+		if err := rawDB(t, path).QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &done); err != nil {
+			t.Fatal(err)
+		}
+		if short := frames < 40; short != (pages == 10) {
+			t.Errorf("checkpoint at %d pages: %d frames in the log after 40 enqueues", pages, frames)
+		}
 	}
 }
