@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -363,7 +364,7 @@ func (r *report) errors(w io.Writer) {
 	first := true
 	for _, k := range keys {
 		for i, s := range r.samples[k] {
-			if s.err == nil || s.err == errUnsupported {
+			if s.err == nil || errors.Is(s.err, errUnsupported) {
 				continue
 			}
 			if first {

@@ -130,9 +130,10 @@ func riverPostgres(ctx context.Context, e *env, cooldown time.Duration) (target,
 		pool.Close()
 		return nil, err
 	}
-	var version string
-	if err := pool.QueryRow(ctx, "SHOW server_version").Scan(&version); err == nil {
-		e.note("postgres/river", "PostgreSQL "+version+", synchronous_commit at the server's setting")
+	var version, syncCommit, fsync string
+	if err := pool.QueryRow(ctx, "SELECT current_setting('server_version'), current_setting('synchronous_commit'), current_setting('fsync')").
+		Scan(&version, &syncCommit, &fsync); err == nil {
+		e.note("postgres/river", "PostgreSQL "+version+", synchronous_commit="+syncCommit+", fsync="+fsync)
 	}
 	cleanup := func() error {
 		pool.Close()
