@@ -184,18 +184,22 @@ func bench(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 	}
 	rep := newReport(cfg)
 	e := &env{cfg: cfg}
+	// The plan lists the cells by group, then workload, then system, so the
+	// systems of one (group, workload) are next to each other.
 	var plan []cellKey
 	var needRedis, needPG bool
-	for _, s := range systems() {
-		if s.group == "postgres" && cfg.pgURL == "" {
+	for _, g := range groups {
+		if g.name == "postgres" && cfg.pgURL == "" {
 			continue
 		}
 		for _, w := range workloads {
-			k := cellKey{s.group, s.name, w.name}
-			if s.runs(w.name) && selected(cfg.only, k) {
-				plan = append(plan, k)
-				needRedis = needRedis || s.group == "redis"
-				needPG = needPG || s.group == "postgres"
+			for _, s := range systems() {
+				k := cellKey{s.group, s.name, w.name}
+				if s.group == g.name && s.runs(w.name) && selected(cfg.only, k) {
+					plan = append(plan, k)
+					needRedis = needRedis || s.group == "redis"
+					needPG = needPG || s.group == "postgres"
+				}
 			}
 		}
 	}
@@ -237,7 +241,11 @@ func bench(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 		if err := dropRiverSchema(ctx, cfg.pgURL); err != nil { // left by an interrupted run
 			return nil, fmt.Errorf("postgres %s: %w", cfg.pgURL, err)
 		}
-		defer func() { _ = dropRiverSchema(context.WithoutCancel(ctx), cfg.pgURL) }()
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			_ = dropRiverSchema(ctx, cfg.pgURL)
+		}()
 	}
 	rep.start(ctx, e)
 
@@ -266,7 +274,7 @@ func bench(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 					firstErr = fmt.Errorf("%s: %w", k, smp.err)
 				}
 				if !cfg.quiet {
-					fmt.Fprintf(log, "round %d %-32s %s\n", round+1, k, smp.line(k.workload))
+					fmt.Fprintf(log, "round %d %-40s %s\n", round+1, k, smp.line(k.workload))
 				}
 			}
 			i = j
