@@ -184,24 +184,11 @@ func bench(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 	}
 	rep := newReport(cfg)
 	e := &env{cfg: cfg}
-	// The plan lists the cells by group, then workload, then system, so the
-	// systems of one (group, workload) are next to each other.
-	var plan []cellKey
+	plan := planCells(cfg)
 	var needRedis, needPG bool
-	for _, g := range groups {
-		if g.name == "postgres" && cfg.pgURL == "" {
-			continue
-		}
-		for _, w := range workloads {
-			for _, s := range systems() {
-				k := cellKey{s.group, s.name, w.name}
-				if s.group == g.name && s.runs(w.name) && selected(cfg.only, k) {
-					plan = append(plan, k)
-					needRedis = needRedis || s.group == "redis"
-					needPG = needPG || s.group == "postgres"
-				}
-			}
-		}
+	for _, k := range plan {
+		needRedis = needRedis || k.group == "redis"
+		needPG = needPG || k.group == "postgres"
 	}
 	if len(plan) == 0 {
 		return nil, fmt.Errorf("no cell matches -only %q", strings.Join(cfg.only, ","))
@@ -255,33 +242,60 @@ func bench(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 	}
 	var firstErr error
 	for round := range cfg.rounds {
-		// Group the plan by (group, workload) and rotate the systems of each.
-		for i := 0; i < len(plan); {
-			j := i
-			for j < len(plan) && plan[j].group == plan[i].group && plan[j].workload == plan[i].workload {
-				j++
+		for _, k := range roundOrder(plan, round) {
+			if ctx.Err() != nil {
+				rep.finish(ctx, e)
+				return rep, ctx.Err()
 			}
-			cell := plan[i:j]
-			for n := range cell {
-				k := cell[(n+round)%len(cell)]
-				if ctx.Err() != nil {
-					rep.finish(ctx, e)
-					return rep, ctx.Err()
-				}
-				smp := measure(ctx, e, bySystem[k.group+"/"+k.system], workloadNamed(k.workload))
-				rep.add(k, round, smp)
-				if smp.err != nil && firstErr == nil && !errors.Is(smp.err, errUnsupported) {
-					firstErr = fmt.Errorf("%s: %w", k, smp.err)
-				}
-				if !cfg.quiet {
-					fmt.Fprintf(log, "round %d %-40s %s\n", round+1, k, smp.line(k.workload))
-				}
+			smp := measure(ctx, e, bySystem[k.group+"/"+k.system], workloadNamed(k.workload))
+			rep.add(k, round, smp)
+			if smp.err != nil && firstErr == nil && !errors.Is(smp.err, errUnsupported) {
+				firstErr = fmt.Errorf("%s: %w", k, smp.err)
 			}
-			i = j
+			if !cfg.quiet {
+				fmt.Fprintf(log, "round %d %-40s %s\n", round+1, k, smp.line(k.workload))
+			}
 		}
 	}
 	rep.finish(ctx, e)
 	return rep, firstErr
+}
+
+// planCells lists the selected cells by group, then workload, then system,
+// so the systems of one (group, workload) are next to each other.
+func planCells(cfg config) []cellKey {
+	var plan []cellKey
+	for _, g := range groups {
+		if g.name == "postgres" && cfg.pgURL == "" {
+			continue
+		}
+		for _, w := range workloads {
+			for _, s := range systems() {
+				k := cellKey{s.group, s.name, w.name}
+				if s.group == g.name && s.runs(w.name) && selected(cfg.only, k) {
+					plan = append(plan, k)
+				}
+			}
+		}
+	}
+	return plan
+}
+
+// roundOrder is the plan of one round: within each (group, workload) the
+// systems are rotated by the round's number, so none always runs first.
+func roundOrder(plan []cellKey, round int) []cellKey {
+	out := make([]cellKey, 0, len(plan))
+	for i := 0; i < len(plan); {
+		j := i
+		for j < len(plan) && plan[j].group == plan[i].group && plan[j].workload == plan[i].workload {
+			j++
+		}
+		for n := range j - i {
+			out = append(out, plan[i+(n+round)%(j-i)])
+		}
+		i = j
+	}
+	return out
 }
 
 func workloadNamed(name string) workload {

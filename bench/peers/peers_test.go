@@ -119,6 +119,30 @@ func TestProduceAddsExactlyN(t *testing.T) {
 	}
 }
 
+func TestRoundsInterleaveSystems(t *testing.T) {
+	plan := planCells(config{only: []string{"redis/*/enqueue-1", "sqlite-normal/*/process-8"}})
+	var got []string
+	for round := range 2 {
+		for _, k := range roundOrder(plan, round) {
+			got = append(got, k.String())
+		}
+	}
+	want := []string{
+		"redis/leasehold/enqueue-1", "redis/asynq/enqueue-1", "redis/ceiling/enqueue-1",
+		"sqlite-normal/leasehold/process-8", "sqlite-normal/river/process-8",
+		"sqlite-normal/river-cooldown-1ms/process-8", "sqlite-normal/goqite/process-8",
+		"redis/asynq/enqueue-1", "redis/ceiling/enqueue-1", "redis/leasehold/enqueue-1",
+		"sqlite-normal/river/process-8", "sqlite-normal/river-cooldown-1ms/process-8",
+		"sqlite-normal/goqite/process-8", "sqlite-normal/leasehold/process-8",
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("order of two rounds:\n got %v\nwant %v", got, want)
+	}
+	if n := len(planCells(config{pgURL: "x"})); n != 62 {
+		t.Errorf("the full plan has %d cells, want 62 (14 Redis, 20 per SQLite group, 8 PostgreSQL)", n)
+	}
+}
+
 func TestSelected(t *testing.T) {
 	k := cellKey{"sqlite-normal", "river", "process-64"}
 	for f, want := range map[string]bool{
