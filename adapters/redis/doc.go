@@ -1,7 +1,8 @@
 // Package redis is the leasehold store for many workers and brokers on many
 // machines sharing one Redis (a single node, Sentinel or Cluster): a
-// core.Store whose every operation is one Lua script, run atomically by the
-// server in one round trip.
+// core.Store whose every operation is one Lua function, run atomically by
+// the server in one round trip. It also implements core.BatchStore:
+// EnqueueBatch and AckBatch are one function call each.
 //
 // Its answers are exactly those of the model (package model): the same
 // results, the same errors, the same state afterwards. The conformance suite
@@ -15,7 +16,7 @@
 // they all live in one slot: P{queue}:...
 //
 //	P{q}:seq             string  the last value drawn from the queue's sequence
-//	P{q}:task:<id>       hash    one task (fields below)
+//	P{q}:task:<id>       string  one task, packed (below)
 //	P{q}:ready           zset    Ready IDs, score (32767 - priority) * 2^36 + version
 //	P{q}:scheduled       zset    Scheduled IDs, score run_after (µs since the epoch)
 //	P{q}:running         zset    Running IDs, score deadline (µs)
@@ -23,22 +24,26 @@
 //	P{q}:ids:<state>     zset    the IDs of one state, all at score 0, for List
 //	P{q}:req:<request>   string  a queue-level call's answer, for 30 s (see Retransmissions)
 //
-// A task hash holds every field of model.Task: payload, priority, state (its
-// name), attempt, max_attempts, version, token (the ClaimToken), enqueued_at,
-// run_after, claimed_at, deadline, finished_at (µs since the epoch as decimal
-// strings, "" for the zero time, which therefore stays the zero time),
-// errors (the history, entries "<attempt> <at> <0|1> <length>:<message>"
-// back to back, 1 marking a lease expiry) and result, and the request IDs
-// of the last write (req) and of the Enqueue that made it (origin).
+// A task is one string, so one GET reads it and one SET writes it: a
+// MessagePack array (as Redis's cmsgpack packs a Lua list) of every field of
+// model.Task in this order: payload, priority, state (its name), attempt,
+// max_attempts, version, token (the ClaimToken), enqueued_at, run_after,
+// claimed_at, deadline, finished_at, errors, result, then the request IDs
+// of the task's last write (req) and of the Enqueue that made it (origin).
+// Numbers and times (µs since the epoch) are MessagePack integers, an unset
+// time is false (so the zero time stays the zero time), the others strings;
+// errors is the history, entries "<attempt> <at> <0|1> <length>:<message>"
+// back to back, 1 marking a lease expiry. A reply carries a task as its ID
+// and this packed value, which the Go side decodes and checks again.
 //
 // The score of a Ready task orders by priority, highest first, then by the
 // version stamped when the task became Ready: the order of Pop. It is exact
 // in a double because versions stay below 2^36 (a script refuses with
 // ErrSequenceExhausted rather than pass it). The other order indexes break
 // ties of time by ID, as sorted sets order equal scores by member bytes: the
-// order of Promote, ClaimExpired, RecoverExpired and Prune. Times and
-// versions are decimal strings in hashes, and tokens and versions from
-// callers are compared as strings, so Lua's doubles never round one; stored
+// order of Promote, ClaimExpired, RecoverExpired and Prune. Tokens and
+// versions from callers are compared as decimal strings, so Lua's doubles
+// never round one; stored
 // times stay within ±2^53 µs of the epoch (years 1685 to 2255) and leases,
 // claim TTLs and delays within MaxDuration, or the operation is
 // core.ErrInvalidArgument.
@@ -48,15 +53,22 @@
 //
 // # Scripts
 //
-// Each operation is one file in lua/, embedded in the binary and run with
-// EVALSHA (EVAL the first time a server lacks it). lua/lib.lua holds the
-// shared functions, the layout of KEYS and the table of return codes; the
-// definitions of it that a script uses are prepended to the script (a
-// script's chunk runs on every call, so each function it defines is made
-// anew each time: carrying only the ones it needs is measurably cheaper).
-// Each file's header lists its KEYS, ARGV and the codes it returns. The Go
-// side maps a code to its error in one place; an unknown code is an
-// internal error naming it.
+// Each operation is one file in lua/, embedded in the binary; lua/lib.lua
+// holds the shared functions, the layout of KEYS and the table of return
+// codes. The store loads them as one Redis Functions library (Redis 7.0 and
+// later): lib.lua once, then each script as a function of it, so the
+// library's functions are made once when the library loads, not on every
+// call. Each operation is then one FCALL; a server that lacks the library
+// (restarted, flushed) gets it by FUNCTION LOAD REPLACE on the first call
+// that finds it missing, or from Preload. The library's name carries a hash
+// of its code, so stores of different versions sharing a server never
+// replace each other's library. Where Functions are unavailable (a server
+// before 7.0, or a user the ACL denies FUNCTION or FCALL), the store falls
+// back, for good, to EVALSHA of each script with the parts of lib.lua it
+// uses prepended (EVAL the first time a server lacks it). Each file's
+// header lists its KEYS, ARGV and the codes it returns. The Go side maps a
+// code to its error in one place; an unknown code is an internal error
+// naming it.
 //
 // A Lua error does not roll back the writes before it, so every script
 // checks everything before its first write: its arguments, the type of every
@@ -67,7 +79,7 @@
 // any kind changes nothing.
 //
 // Every key a script touches is declared in KEYS when the caller can name
-// it: the queue's keys, and the task's hash for an operation on one task.
+// it: the queue's keys, and the task's key for an operation on one task.
 // Pop, Promote, ClaimExpired, RecoverExpired, Prune and List find their
 // tasks inside the script, in an index, so those task keys cannot be
 // declared in advance (reading the index first would take a second round
@@ -104,12 +116,12 @@
 // of its script, so a client's retransmission carries the same ID:
 //
 //   - A call on one task (Enqueue, Extend, Ack, Fail, Retry, Requeue,
-//     Finalize, InspectRequeue) writes its request ID into the task's hash
-//     (field req) in the same write as the rest. A call that finds the task
+//     Finalize, InspectRequeue) writes its request ID into the task
+//     (req) in the same write as the rest. A call that finds the task
 //     carrying its own request ID was applied, and nothing has touched the
 //     task since (every later write replaces req): it answers success with
 //     the task as stored and writes nothing. A new task also keeps its
-//     Enqueue's request ID (field origin), so an Enqueue sent again is
+//     Enqueue's request ID (origin), so an Enqueue sent again is
 //     answered with its task even after another call changed it.
 //   - Remove and the queue-level calls (Pop, ClaimExpired, Promote,
 //     RecoverExpired, Prune, EnqueueBatch, AckBatch) that change something
@@ -145,7 +157,8 @@
 //
 // New takes any go-redis UniversalClient; Open makes a client from a URL
 // (redis://user:password@host:port/db, rediss:// for TLS). The store sends
-// nothing but its scripts: EVALSHA, EVAL the first time a server lacks a
-// script, and SCRIPT LOAD from Preload, which spares that first extra round
-// trip.
+// nothing but its functions: FCALL, and FUNCTION LOAD REPLACE when the
+// server lacks the library (or from Preload, which spares that first extra
+// round trip); without Functions, EVALSHA, EVAL the first time a server
+// lacks a script, and SCRIPT LOAD from Preload.
 package redis

@@ -4,7 +4,7 @@
 -- not stop the others (a claim named twice is acknowledged once; the second
 -- item finds the task Succeeded).
 --
--- KEYS: KEYS[1..11] as in lib.lua (the tasks' hashes are KEYS[11] .. ID);
+-- KEYS: KEYS[1..11] as in lib.lua (the tasks' keys are KEYS[11] .. ID);
 -- KEYS[12] the memo key.
 -- ARGV[1] now: µs, or '' for the server's TIME
 -- ARGV[2 + 3i .. 4 + 3i] item i: task ID, claim token (decimal), result

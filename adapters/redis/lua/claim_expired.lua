@@ -5,7 +5,7 @@
 -- carries. The token is not changed, so the worker may still decide first.
 --
 -- KEYS: KEYS[1..11] as in lib.lua (the tasks are found in the running
--- index; their hashes are KEYS[11] .. ID).
+-- index; their keys are KEYS[11] .. ID).
 -- ARGV[1] now: µs, or '' for the server's TIME
 -- ARGV[2] claim TTL: µs, > 0
 -- ARGV[3] limit: 0 for no limit

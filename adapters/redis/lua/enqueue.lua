@@ -1,7 +1,7 @@
 -- enqueue.lua: Enqueue adds a task, Scheduled if run_after is after now,
 -- else Ready.
 --
--- KEYS: KEYS[1..11] as in lib.lua; KEYS[12] the new task's hash.
+-- KEYS: KEYS[1..11] as in lib.lua; KEYS[12] the new task's key.
 -- ARGV[1] now: µs, or '' for the server's TIME
 -- ARGV[2] task ID
 -- ARGV[3] payload

@@ -3,7 +3,7 @@
 -- a refused item (an argument that does not parse, an ID taken, also by an
 -- earlier item, a full queue) changes nothing and does not stop the others.
 --
--- KEYS: KEYS[1..11] as in lib.lua (the tasks' hashes are KEYS[11] .. ID);
+-- KEYS: KEYS[1..11] as in lib.lua (the tasks' keys are KEYS[11] .. ID);
 -- KEYS[12] the memo key.
 -- ARGV[1] now: µs, or '' for the server's TIME
 -- ARGV[2] capacity: max pending tasks, 0 for unlimited

@@ -1,6 +1,6 @@
 -- extend.lua: Extend renews a worker claim's lease: deadline = now + lease.
 --
--- KEYS: KEYS[1..11] as in lib.lua; KEYS[12] the task's hash.
+-- KEYS: KEYS[1..11] as in lib.lua; KEYS[12] the task's key.
 -- ARGV[1] now: µs, or '' for the server's TIME
 -- ARGV[2] task ID
 -- ARGV[3] claim token (decimal)

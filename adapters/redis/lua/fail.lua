@@ -1,7 +1,7 @@
 -- fail.lua: Fail records a worker claim's failure with the handler's
 -- message: the task is Failed, whatever attempts it has left.
 --
--- KEYS: KEYS[1..11] as in lib.lua; KEYS[12] the task's hash.
+-- KEYS: KEYS[1..11] as in lib.lua; KEYS[12] the task's key.
 -- ARGV[1] now: µs, or '' for the server's TIME
 -- ARGV[2] task ID
 -- ARGV[3] claim token (decimal)

@@ -3,7 +3,7 @@
 -- Failed. Like Requeue it applies only at the version the broker's claim
 -- stamped.
 --
--- KEYS: KEYS[1..11] as in lib.lua; KEYS[12] the task's hash.
+-- KEYS: KEYS[1..11] as in lib.lua; KEYS[12] the task's key.
 -- ARGV[1] now: µs, or '' for the server's TIME
 -- ARGV[2] task ID
 -- ARGV[3] the claim's version (decimal)

@@ -1,6 +1,6 @@
 -- get.lua: Get returns one task.
 --
--- KEYS: KEYS[1..11] as in lib.lua; KEYS[12] the task's hash.
+-- KEYS: KEYS[1..11] as in lib.lua; KEYS[12] the task's key.
 -- ARGV[1] task ID
 --
 -- Returns:

@@ -3,7 +3,7 @@
 -- result and claim cleared and its error history kept. Legal from every
 -- state but Ready.
 --
--- KEYS: KEYS[1..11] as in lib.lua; KEYS[12] the task's hash.
+-- KEYS: KEYS[1..11] as in lib.lua; KEYS[12] the task's key.
 -- ARGV[1] now: µs, or '' for the server's TIME (only reported)
 -- ARGV[2] task ID
 -- ARGV[3] expected version (decimal), '0' for any

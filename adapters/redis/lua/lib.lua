@@ -16,10 +16,10 @@
 --   KEYS[8]  ids:running    zset: ID, score 0
 --   KEYS[9]  ids:succeeded  zset: ID, score 0
 --   KEYS[10] ids:failed     zset: ID, score 0
---   KEYS[11] the task key prefix; a task's hash is KEYS[11] .. ID. It is
+--   KEYS[11] the task key prefix; a task's key is KEYS[11] .. ID. It is
 --            not a key itself: it is declared so that the slot of the task
 --            keys a script finds in an index is a declared slot.
---   KEYS[12] the task hash, for the scripts that act on one named task
+--   KEYS[12] the task's key, for the scripts that act on one named task
 --   KEYS[#KEYS] the memo key of the call (P{q}:req:<request ID>), last, for
 --            the scripts that remember their answer (see recall)
 --
@@ -72,7 +72,7 @@ local IDS = {scheduled = 6, ready = 7, running = 8, succeeded = 9, failed = 10}
 -- refuse aborts the script with a return code; run turns it into the reply.
 -- Retransmissions. A client whose connection dropped after the server ran a
 -- call may send it again, with the same request ID. Every call that writes
--- a task writes its request ID into the task's hash (field req) with its
+-- a task writes its request ID into the task (field req) with its
 -- other writes, and a new task also keeps it as origin. A call on one task
 -- that finds the task carrying its own request ID was applied and nothing
 -- has touched the task since (any later write replaces req): it is answered

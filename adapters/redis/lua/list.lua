@@ -2,7 +2,7 @@
 -- than `after`, in ID (byte) order, and the cursor of the next page.
 --
 -- KEYS: KEYS[1..11] as in lib.lua (the tasks are found in the state's ID
--- index; their hashes are KEYS[11] .. ID).
+-- index; their keys are KEYS[11] .. ID).
 -- ARGV[1] state
 -- ARGV[2] after: '' for the first page
 -- ARGV[3] limit: >= 1

@@ -3,7 +3,7 @@
 -- version, attempt + 1, claimed_at = now, deadline = now + lease.
 --
 -- KEYS: KEYS[1..11] as in lib.lua (the tasks are found in the ready index;
--- their hashes are KEYS[11] .. ID).
+-- their keys are KEYS[11] .. ID).
 -- ARGV[1] now: µs, or '' for the server's TIME
 -- ARGV[2] lease: µs, > 0
 -- ARGV[3] n: batch size, >= 1

@@ -2,7 +2,7 @@
 -- at or before now, in order of run_after then ID, at most limit.
 --
 -- KEYS: KEYS[1..11] as in lib.lua (the tasks are found in the scheduled
--- index; their hashes are KEYS[11] .. ID).
+-- index; their keys are KEYS[11] .. ID).
 -- ARGV[1] now: µs, or '' for the server's TIME
 -- ARGV[2] limit: 0 for no limit
 --

@@ -3,7 +3,7 @@
 -- and returns their IDs. Older tasks of other states are passed over.
 --
 -- KEYS: KEYS[1..11] as in lib.lua (the tasks are found in the finished
--- index; their hashes are KEYS[11] .. ID).
+-- index; their keys are KEYS[11] .. ID).
 -- ARGV[1] now: µs, or '' for the server's TIME (only reported)
 -- ARGV[2] before: µs (exclusive)
 -- ARGV[3] limit: 0 for no limit

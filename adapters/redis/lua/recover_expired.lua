@@ -5,7 +5,7 @@
 -- = now + delay (Scheduled if that is after now, else Ready).
 --
 -- KEYS: KEYS[1..11] as in lib.lua (the tasks are found in the running
--- index; their hashes are KEYS[11] .. ID).
+-- index; their keys are KEYS[11] .. ID).
 -- ARGV[1] now: µs, or '' for the server's TIME
 -- ARGV[2] delay: µs, >= 0
 -- ARGV[3] limit: 0 for no limit

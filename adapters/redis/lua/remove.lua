@@ -1,7 +1,7 @@
 -- remove.lua: Remove deletes a task in any state and returns it as it was.
 -- The sequence is not reset, so no token or version is ever reused.
 --
--- KEYS: KEYS[1..11] as in lib.lua; KEYS[12] the task's hash.
+-- KEYS: KEYS[1..11] as in lib.lua; KEYS[12] the task's key.
 -- ARGV[1] now: µs, or '' for the server's TIME (only reported)
 -- ARGV[2] task ID
 -- ARGV[3] expected version (decimal), '0' for any

@@ -5,7 +5,7 @@
 -- worker's ack or extend, another broker's claim, an operator's action)
 -- makes the decision stale, and it writes nothing.
 --
--- KEYS: KEYS[1..11] as in lib.lua; KEYS[12] the task's hash.
+-- KEYS: KEYS[1..11] as in lib.lua; KEYS[12] the task's key.
 -- ARGV[1] now: µs, or '' for the server's TIME
 -- ARGV[2] task ID
 -- ARGV[3] the claim's version (decimal)

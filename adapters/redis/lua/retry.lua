@@ -1,7 +1,7 @@
 -- retry.lua: Retry records the handler's message and returns the task to
 -- the queue: Scheduled if run_after is after now, else Ready.
 --
--- KEYS: KEYS[1..11] as in lib.lua; KEYS[12] the task's hash.
+-- KEYS: KEYS[1..11] as in lib.lua; KEYS[12] the task's key.
 -- ARGV[1] now: µs, or '' for the server's TIME
 -- ARGV[2] task ID
 -- ARGV[3] claim token (decimal)
