@@ -113,6 +113,68 @@
 // interleaving inside a round shrink less, and rapid then reports the
 // failure as flaky. Plan.Compact drops the rounds the shrinking left empty.
 //
+// # The runtime mode
+//
+// The plans above drive Store ops directly, so a bug one layer up, in
+// core.Worker or core.Broker, passes them all. RunRuntime (and
+// `leasehold check --runtime`) draws RuntimePlans instead: one to three
+// core.Workers (concurrency, batch size, lease, heartbeat, retry policy),
+// one or two core.Brokers (Run, or RunOnce passes at the plan's ticks;
+// batch size, claim TTL, a policy and a skew of their own clock), a
+// producer enqueueing through core.Queue and an operator through
+// core.Inspector, all built with the public constructors. Each component
+// gets a store of its own from the Factory, recorded under its name
+// ("worker 1", "broker 0"); since a Worker calls its store from many
+// goroutines, each call takes a recorder Client of the component that no
+// other call is using. Generated handlers succeed, fail, fail with a
+// result, fail Permanently, panic, ignore their context or outlive their
+// lease; faults break a component's n-th store call (a lost request or
+// reply, a stalled call or reply, a busy database), and clock readings
+// stall as in the store-level plans. Backends whose stores implement
+// FaultInjector make the faults real: backends.RedisProxy cuts and holds
+// connections through internal/faultproxy under the client redis.Open
+// gives (go-redis retries on), and SQLite stores hold the write lock from
+// another connection.
+//
+// In FakeTime a controller runs the ticks: it advances the fake clock the
+// components' timers are on, and before each advance waits for their
+// store calls to settle (no call in flight or begun for 300µs, at most
+// 3ms, so a stalled call sees time pass). Then it drains: time passes
+// until no task is Scheduled, Ready or Running (3s at most), stops every
+// component, and lists the queue through a recorded inspector. In RealTime
+// the same happens on the system clock, at four times the scale.
+//
+// Porcupine checks the history as in the store-level mode, and
+// CheckRuntime checks RuntimeProperties on it, each a function of
+// properties.go:
+//
+//   - no-bypass (noBypass): a worker or broker never issues an operator op,
+//     and decides only through a claim its own Pop or ClaimExpired returned;
+//   - handler-outcome (handlerOutcome): a nil error is an Ack with the
+//     handler's result, an error or a panic a Retry or Fail as the policy
+//     says, a Permanent error a Fail, and every outcome is recorded unless
+//     the claim was superseded first;
+//   - heartbeat-lease (heartbeatLease): every Extend carries the worker's
+//     lease, and a claim whose heartbeats reach the store in time is never
+//     refused;
+//   - pass-decides-expired (passDecidesExpired): a broker pass claims until
+//     a ClaimExpired returns less than its limit, and decides every claim;
+//   - store-clock-delays (storeClockDelays): a broker requeues as its
+//     policy says, after the delay measured from the Now of its
+//     ClaimExpired; a worker's retry delay runs from a reading no earlier
+//     than the store's last answer before its handler returned;
+//   - quiescence (quiescence): at the end every task is terminal, and each
+//     Succeeded task had exactly one accepted Ack, with its claim's token.
+//
+// A violation is saved like a store-level one, with runtime.json (the
+// invocations and clock readings) and violations.txt naming the property.
+// A broker that falls back on an operator requeue when its decision is
+// stale, a heartbeat that renews for its interval, a reaper that stops
+// after one batch, a worker that acks a handler that failed with a result,
+// a requeue time from the broker's own clock: each, planted in a copy of
+// core, was caught on the memory adapter within the first 40 histories,
+// under a second, named by its property.
+//
 // # Cost
 //
 // Checking is cheap next to running (BenchmarkCheck, 2 shared CPUs): 33µs

@@ -102,10 +102,13 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 			_ = s.Close()
 		}
 	}()
-	open := func(name string) (core.Store, error) {
+	open := func(name string, decideStall time.Duration) (core.Store, error) {
 		s, err := be.Client()
 		if err != nil {
 			return nil, fmt.Errorf("linearizability: backend client: %w", err)
+		}
+		if decideStall > 0 {
+			s = stalledDecisions{s, decideStall}
 		}
 		cs := newComponentStore(rec, name, newFaultLayer(s, faults[name]), act)
 		closers = append(closers, cs)
@@ -120,7 +123,7 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 	h := newHandlers(p, base, rec)
 	x := &runtimeRun{plan: p, rec: rec, fake: fake, act: act, h: h}
 	for i, ws := range p.Workers {
-		s, err := open(workerName(i))
+		s, err := open(workerName(i), 0)
 		if err != nil {
 			return nil, err
 		}
@@ -142,7 +145,7 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 		x.workers = append(x.workers, w)
 	}
 	for i, bs := range p.Brokers {
-		s, err := open(brokerName(i))
+		s, err := open(brokerName(i), bs.DecideStall)
 		if err != nil {
 			return nil, err
 		}
@@ -155,7 +158,7 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 		x.brokers = append(x.brokers, b)
 		x.passing = append(x.passing, new(atomic.Bool))
 	}
-	ps, err := open(producerName)
+	ps, err := open(producerName, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +166,7 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 	if err != nil {
 		return nil, err
 	}
-	is, err := open(inspectorName)
+	is, err := open(inspectorName, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +174,7 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 	if err != nil {
 		return nil, err
 	}
-	fs, err := open(finalName)
+	fs, err := open(finalName, 0)
 	if err != nil {
 		return nil, err
 	}

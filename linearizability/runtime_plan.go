@@ -156,6 +156,10 @@ type BrokerSpec struct {
 	Skew time.Duration `json:"skew,omitempty"`
 	// Loop runs Broker.Run; otherwise the ticks call RunOnce.
 	Loop bool `json:"loop,omitempty"`
+	// DecideStall delays each of the broker's decisions (Requeue,
+	// Finalize) on its way to the store, in real time: the stalled broker
+	// whose claim a late worker or another broker overtakes.
+	DecideStall time.Duration `json:"decideStall,omitempty"`
 }
 
 // Tick is one step of the schedule: the broker passes it starts, then time
@@ -302,7 +306,7 @@ func (p *RuntimePlan) String() string {
 		if br.Loop {
 			run = "Run every " + ms(br.Interval)
 		}
-		fmt.Fprintf(&b, "  %s: batch %d claim TTL %s skew %s policy %s, %s\n", brokerName(i), br.Batch, ms(br.ClaimTTL), ms(br.Skew), br.Policy, run)
+		fmt.Fprintf(&b, "  %s: batch %d claim TTL %s skew %s policy %s decisions stall %s, %s\n", brokerName(i), br.Batch, ms(br.ClaimTTL), ms(br.Skew), br.Policy, ms(br.DecideStall), run)
 	}
 	for _, t := range p.Tasks {
 		fmt.Fprintf(&b, "  task %s: tick %d prio %d attempts %d delay %s:", t.ID, t.Tick, t.Priority, t.MaxAttempts, ms(t.Delay))
@@ -406,6 +410,9 @@ func RuntimePlans(o RuntimeOptions) *rapid.Generator[*RuntimePlan] {
 				Policy:   policy(),
 				Skew:     time.Duration(rapid.IntRange(-2, 3).Draw(t, "skew")) * unit,
 				Loop:     rapid.IntRange(0, 2).Draw(t, "loop") == 2,
+			}
+			if rapid.IntRange(0, 2).Draw(t, "decide stall?") == 2 {
+				br.DecideStall = time.Duration(rapid.IntRange(1, 4).Draw(t, "decide stall")) * time.Millisecond
 			}
 			p.Brokers = append(p.Brokers, br)
 		}

@@ -312,3 +312,25 @@ type skewClock struct {
 }
 
 func (c skewClock) Now() time.Time { return c.Clock.Now().Add(c.skew) }
+
+// stalledDecisions delays a broker's decisions on their way to the store.
+type stalledDecisions struct {
+	core.Store
+	d time.Duration
+}
+
+func (s stalledDecisions) Requeue(ctx context.Context, p core.RequeueParams) (core.TaskResult, error) {
+	time.Sleep(s.d)
+	return s.Store.Requeue(ctx, p)
+}
+
+func (s stalledDecisions) Finalize(ctx context.Context, p core.FinalizeParams) (core.TaskResult, error) {
+	time.Sleep(s.d)
+	return s.Store.Finalize(ctx, p)
+}
+
+// InjectFault passes the fault to the store below when it can make it.
+func (s stalledDecisions) InjectFault(kind CallFaultKind, d time.Duration) bool {
+	fi, ok := s.Store.(FaultInjector)
+	return ok && fi.InjectFault(kind, d)
+}
