@@ -56,10 +56,10 @@ var Catalogue = []Mutant{
 	{"snapshot-shares-payload", "the tasks a store returns share their payload and result with the stored task, so a caller writing into them changes the store", Edge, []string{"memory"}},
 	{"broker-stale-falls-back-to-requeue", "a broker whose decision is refused as stale requeues the task as an operator would, unconditionally, so it is not stuck (the seed's bug one layer up)", RedisSeed, []string{Core}},
 	{"reaper-stops-after-first-batch", "a broker's pass claims and decides one batch of expired tasks and leaves the rest to a later pass", Runtime, []string{Core}},
-	{"recovery-stops-after-first-batch", "a one-step broker's pass recovers one batch of expired tasks and leaves the rest to a later pass", Runtime, []string{Core}},
 	{"broker-retry-time-from-own-clock", "a broker computes a requeue's run-after from its own clock, not from the store's reading in the ClaimExpired result", Runtime, []string{Core}},
+	{"broker-delay-from-claim-deadline", "a broker measures a requeue's delay from the end of its claim (the ReapClaim's deadline), not from the store's reading", Runtime, []string{Core}},
+	{"broker-decides-retries-itself", "a broker requeues every lapsed task while Attempt <= MaxAttempts instead of asking the retry policy, so a task on its last attempt runs once more", Runtime, []string{Core}},
 	{"heartbeat-renews-for-interval", "a worker's heartbeat extends the lease by the heartbeat interval instead of the lease", Runtime, []string{Core}},
-	{"heartbeat-beats-once", "a worker's heartbeat renews a claim once and forgets to schedule the next renewal, so a long handler loses its lease", Runtime, []string{Core}},
 	{"worker-acks-result-with-error", "a worker acknowledges a handler that returned a result together with an error, as if the error were not there", Runtime, []string{Core}},
 	{"worker-panic-acked", "a worker logs a handler's panic and acknowledges the task as done instead of failing the attempt", Runtime, []string{Core}},
 }
