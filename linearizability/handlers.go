@@ -113,7 +113,7 @@ func resultOf(c core.Claim) []byte { return fmt.Appendf(nil, "%s:%d", c.TaskID, 
 func (h *handlers) run(ctx context.Context, b Behaviour, c core.Claim) ([]byte, error) {
 	switch b.Kind {
 	case IgnoreCtx:
-		h.sleep(nil, b.Sleep)
+		h.sleep(context.Background(), b.Sleep) // not ctx: it ignores it
 		return resultOf(c), nil
 	case Outlive:
 		if !h.sleep(ctx, b.Sleep) {
@@ -137,17 +137,13 @@ func (h *handlers) run(ctx context.Context, b Behaviour, c core.Claim) ([]byte, 
 	return resultOf(c), nil
 }
 
-// sleep waits d on the harness's clock; with a ctx it stops early when ctx
-// is done and reports false.
+// sleep waits d on the harness's clock, or until ctx is done (then it
+// reports false).
 func (h *handlers) sleep(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
 		return true
 	}
 	t := h.clock.NewTimer(d)
-	if ctx == nil {
-		<-t.C()
-		return true
-	}
 	select {
 	case <-t.C():
 		return true
