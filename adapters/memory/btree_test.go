@@ -190,14 +190,14 @@ func TestIndexesOrderTasksAsTheModelDoes(t *testing.T) {
 	for _, x := range []struct {
 		sec int64
 		id  string
-	}{{2, "a"}, {1, "b"}, {1, "B"}, {1, "a"}, {0, "z"}} {
+	}{{2, "a"}, {1, "b"}, {1, "B"}, {1, "a"}, {0, "z"}, {1, "a\x00"}, {1, "0123456789abcdefX"}, {1, "0123456789abcdef"}} {
 		tk := &task{Task: *taskWithID(x.id)}
 		q.add(tk)
-		times.Insert(timeItem{at: micros(epoch.Add(secs(x.sec))), h: tk.h})
+		times.Insert(timeItem{at: micros(epoch.Add(secs(x.sec))), k: tk.key, h: tk.h})
 	}
 	got = nil
 	times.Ascend(func(it timeItem) bool { got = append(got, q.slab[it.h].ID); return true })
-	if want := []string{"z", "B", "a", "b", "a"}; !slices.Equal(got, want) {
+	if want := []string{"z", "0123456789abcdef", "0123456789abcdefX", "B", "a", "a\x00", "b", "a"}; !slices.Equal(got, want) {
 		t.Fatalf("time order %v, want %v", got, want)
 	}
 }

@@ -759,6 +759,9 @@ func checkQueueIndexes(t *testing.T, q *queue) {
 			t.Fatalf("task under %q has ID %q", id, tk.ID)
 		}
 		counts = addCount(counts, tk.State)
+		if tk.key != keyOf(id) {
+			t.Fatalf("task %q has the key of another ID", id)
+		}
 		if int(tk.h) >= len(q.slab) || q.slab[tk.h] != tk {
 			t.Fatalf("task %q is not at its handle %d in the slab", id, tk.h)
 		}
@@ -1011,6 +1014,34 @@ func TestConcurrentWorkersAndBrokersAccountForEveryTask(t *testing.T) {
 		if acked && !bytes.Equal(tk.Result, []byte(id)) {
 			t.Errorf("task %s: result %q", id, tk.Result)
 		}
+	}
+	q, _ := s.queue(ctx, "q", false)
+	checkQueueIndexes(t, q)
+}
+
+// TestListOrdersIDsBytewiseBeyondTheirKeys checks the ID order of the
+// indexes where the 16-byte keys of IDs tie: long common prefixes, zero
+// bytes, an ID that is a prefix of another.
+func TestListOrdersIDsBytewiseBeyondTheirKeys(t *testing.T) {
+	s := New(WithClock(core.NewFakeClock(epoch)))
+	defer s.Close()
+	ids := []string{"a", "a\x00", "a\x00\x00", "0123456789abcdef", "0123456789abcdef\x00", "0123456789abcdefZ",
+		"0123456789abcdefA", "0123456789abcde", "\xff", "\xff\xff", "", "task-000000000010", "task-000000000009"}
+	var want []string
+	for _, id := range ids {
+		if id == "" {
+			continue
+		}
+		mustEnqueue(t, s, "q", id, model.EnqueueArgs{})
+		want = append(want, id)
+	}
+	slices.Sort(want)
+	var got []string
+	for _, tk := range listAll(t, s, "q", core.Ready) {
+		got = append(got, tk.ID)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("List order %q, want %q", got, want)
 	}
 	q, _ := s.queue(ctx, "q", false)
 	checkQueueIndexes(t, q)

@@ -3,6 +3,7 @@ package memory
 import (
 	"bytes"
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
@@ -44,11 +45,40 @@ type queue struct {
 // (no write barrier) and the garbage collector never scans the nodes.
 type task struct {
 	model.Task
-	h uint32
+	h   uint32
+	key idKey
+}
+
+// idKey is the first 16 bytes of an ID, zero-padded, as two big-endian
+// words: comparing keys compares IDs bytewise as far as they reach, so most
+// comparisons of IDs read no string.
+type idKey struct{ hi, lo uint64 }
+
+func keyOf(id string) idKey {
+	var b [16]byte
+	copy(b[:], id)
+	return idKey{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])}
+}
+
+// compareIDs orders tasks by ID, given their keys and handles.
+func (q *queue) compareIDs(ak, bk idKey, ah, bh uint32) int {
+	if ak.hi != bk.hi {
+		return cmp.Compare(ak.hi, bk.hi)
+	}
+	if ak.lo != bk.lo {
+		return cmp.Compare(ak.lo, bk.lo)
+	}
+	if ah == bh {
+		return 0
+	}
+	return strings.Compare(q.slab[ah].ID, q.slab[bh].ID)
 }
 
 // idItem is an entry of a per-state ID index.
-type idItem struct{ h uint32 }
+type idItem struct {
+	k idKey
+	h uint32
+}
 
 // readyItem is an entry of the ready index: Version is the one stamped when
 // the task became Ready, so within a priority the index is in Ready order.
@@ -62,6 +92,7 @@ type readyItem struct {
 // microseconds: the store keeps whole microseconds), then by ID.
 type timeItem struct {
 	at int64
+	k  idKey
 	h  uint32
 }
 
@@ -75,13 +106,13 @@ func compareReady(a, b readyItem) int {
 	return cmp.Compare(a.version, b.version)
 }
 
-func (q *queue) compareID(a, b idItem) int { return strings.Compare(q.slab[a.h].ID, q.slab[b.h].ID) }
+func (q *queue) compareID(a, b idItem) int { return q.compareIDs(a.k, b.k, a.h, b.h) }
 
 func (q *queue) compareTime(a, b timeItem) int {
 	if c := cmp.Compare(a.at, b.at); c != 0 {
 		return c
 	}
-	return strings.Compare(q.slab[a.h].ID, q.slab[b.h].ID)
+	return q.compareIDs(a.k, b.k, a.h, b.h)
 }
 
 // add gives t a handle and puts it in the map; index makes it visible.
@@ -94,6 +125,7 @@ func (q *queue) add(t *task) {
 		t.h = uint32(len(q.slab))
 		q.slab = append(q.slab, t)
 	}
+	t.key = keyOf(t.ID)
 	if q.tasks == nil {
 		q.tasks = map[string]*task{}
 	}
@@ -172,24 +204,24 @@ func (q *queue) count(s model.State) *int {
 func (q *queue) orderIndex(t *task) (*btree[timeItem], timeItem) {
 	switch t.State {
 	case model.Scheduled:
-		return &q.scheduled, timeItem{micros(t.RunAfter), t.h}
+		return &q.scheduled, timeItem{micros(t.RunAfter), t.key, t.h}
 	case model.Running:
-		return &q.running, timeItem{micros(t.Deadline), t.h}
+		return &q.running, timeItem{micros(t.Deadline), t.key, t.h}
 	default:
-		return &q.finished, timeItem{micros(t.FinishedAt), t.h}
+		return &q.finished, timeItem{micros(t.FinishedAt), t.key, t.h}
 	}
 }
 
 // index adds t to the indexes of its state. With the map it makes t visible.
 func (q *queue) index(t *task) {
-	q.byState[t.State].Insert(idItem{t.h})
+	q.byState[t.State].Insert(idItem{t.key, t.h})
 	*q.count(t.State)++
 	q.order(t)
 }
 
 // unindex takes t out of the indexes of its state.
 func (q *queue) unindex(t *task) {
-	q.byState[t.State].Delete(idItem{t.h})
+	q.byState[t.State].Delete(idItem{t.key, t.h})
 	*q.count(t.State)--
 	q.unorder(t)
 }
