@@ -29,9 +29,9 @@ type target interface {
 	fill(ctx context.Context, n int) error
 	// process runs the system's own workers at the given concurrency with a
 	// no-op handler until n tasks are done (recorded as done by the system)
-	// or ctx ends, stops them, and returns how many were done and when the
-	// last of them was (the workers' shutdown is not timed).
-	process(ctx context.Context, workers, n int) (int, time.Time, error)
+	// or ctx ends, calls finished at that moment, stops the workers (which is
+	// not measured), and returns how many tasks were done.
+	process(ctx context.Context, workers, n int, finished func()) (int, error)
 	close() error
 }
 
@@ -344,8 +344,19 @@ func measure(ctx context.Context, e *env, s system, w workload) (smp sample) {
 
 	timed, stop := context.WithTimeout(ctx, e.cfg.cellLimit)
 	defer stop()
-	start := time.Now()
 	var end time.Time
+	var after redisUsage
+	var afterErr error
+	var once sync.Once
+	finished := func() {
+		once.Do(func() {
+			end = time.Now()
+			if e.admin != nil && s.group == "redis" {
+				after, afterErr = readUsage(setup, e.admin, false)
+			}
+		})
+	}
+	start := time.Now()
 	switch w.kind {
 	case kindEnqueue:
 		smp.done, err = produce(timed, w.n, n, 1, func(ctx context.Context, _ int) error { return t.enqueue(ctx) })
@@ -356,21 +367,18 @@ func measure(ctx context.Context, e *env, s system, w workload) (smp sample) {
 		}
 		smp.done, err = produce(timed, w.n, n, batchSize, b.enqueueBatch)
 	case kindProcess:
-		smp.done, end, err = t.process(timed, w.n, n)
+		smp.done, err = t.process(timed, w.n, n, finished)
 	}
-	if end.IsZero() {
-		end = time.Now()
-	}
+	finished()
 	smp.elapsed = end.Sub(start)
 	smp.complete = smp.done >= n
 	if err != nil && !(timed.Err() != nil && ctx.Err() == nil) {
 		return sample{err: err}
 	}
+	if afterErr != nil {
+		return sample{err: afterErr}
+	}
 	if e.admin != nil && s.group == "redis" {
-		after, err := readUsage(setup, e.admin, false)
-		if err != nil {
-			return sample{err: err}
-		}
 		u := after.minus(before, smp.done)
 		smp.redis = &u
 	}

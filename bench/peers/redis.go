@@ -87,17 +87,18 @@ func (l *leaseholdTarget) fill(ctx context.Context, n int) error {
 	return err
 }
 
-func (l *leaseholdTarget) process(ctx context.Context, workers, n int) (int, time.Time, error) {
+func (l *leaseholdTarget) process(ctx context.Context, workers, n int, finished func()) (int, error) {
 	w, err := core.NewWorker(l.store, queueName,
 		func(context.Context, core.Claim, core.Task) ([]byte, error) { return nil, nil },
 		core.WithConcurrency(workers))
 	if err != nil {
-		return 0, time.Time{}, err
+		return 0, err
 	}
 	ran := make(chan error, 1)
 	go func() { ran <- w.Run(context.WithoutCancel(ctx)) }()
 	err = waitFor(ctx, time.Millisecond, func() bool { return w.Stats().Acked >= int64(n) })
-	done, end := int(w.Stats().Acked), time.Now()
+	finished()
+	done := int(w.Stats().Acked)
 	stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownLimit)
 	defer cancel()
 	if serr := w.Shutdown(stop); serr != nil && err == nil {
@@ -109,7 +110,13 @@ func (l *leaseholdTarget) process(ctx context.Context, workers, n int) (int, tim
 	if st := w.Stats(); st.StoreErrors > 0 && err == nil {
 		err = fmt.Errorf("worker counted %d store errors", st.StoreErrors)
 	}
-	return done, end, err
+	// What the worker counted as acknowledged must be stored as succeeded.
+	if c, cerr := l.store.Counts(stop, core.CountsParams{Queue: queueName}); cerr != nil {
+		err = cmpOr(err, cerr)
+	} else if c.Succeeded < done && err == nil {
+		err = fmt.Errorf("the worker counted %d acks but the store has %d tasks succeeded", done, c.Succeeded)
+	}
+	return done, err
 }
 
 func (l *leaseholdTarget) close() error { return l.store.Close() }
@@ -142,7 +149,7 @@ func (a *asynqTarget) fill(ctx context.Context, n int) error {
 	return err
 }
 
-func (a *asynqTarget) process(ctx context.Context, workers, n int) (int, time.Time, error) {
+func (a *asynqTarget) process(ctx context.Context, workers, n int, finished func()) (int, error) {
 	var handled atomic.Int64
 	mux := asynq.NewServeMux()
 	mux.HandleFunc(asynqKind, func(context.Context, *asynq.Task) error {
@@ -151,14 +158,15 @@ func (a *asynqTarget) process(ctx context.Context, workers, n int) (int, time.Ti
 	})
 	srv := asynq.NewServer(a.opt, asynq.Config{Concurrency: workers, LogLevel: asynq.WarnLevel})
 	if err := srv.Start(mux); err != nil {
-		return 0, time.Time{}, err
+		return 0, err
 	}
 	defer srv.Shutdown()
 	// A task is done once asynq has recorded it as processed, after its
 	// handler returned: wait for the handlers first (no Redis traffic), then
 	// for the processed count.
 	if err := waitFor(ctx, time.Millisecond, func() bool { return handled.Load() >= int64(n) }); err != nil {
-		return int(handled.Load()), time.Now(), err
+		finished()
+		return int(handled.Load()), err
 	}
 	insp := asynq.NewInspector(a.opt)
 	defer insp.Close()
@@ -172,7 +180,8 @@ func (a *asynqTarget) process(ctx context.Context, workers, n int) (int, time.Ti
 		done = info.ProcessedTotal - info.FailedTotal
 		return done >= n
 	})
-	return done, time.Now(), cmpOr(ierr, err)
+	finished()
+	return done, cmpOr(ierr, err)
 }
 
 func (a *asynqTarget) close() error { return a.client.Close() }
@@ -204,8 +213,8 @@ func (c *ceilingTarget) enqueue(ctx context.Context) error {
 
 func (c *ceilingTarget) fill(context.Context, int) error { return errUnsupported }
 
-func (c *ceilingTarget) process(context.Context, int, int) (int, time.Time, error) {
-	return 0, time.Time{}, errUnsupported
+func (c *ceilingTarget) process(context.Context, int, int, func()) (int, error) {
+	return 0, errUnsupported
 }
 
 func (c *ceilingTarget) close() error { return c.c.Close() }

@@ -69,7 +69,7 @@ func (r *riverTarget[TTx]) fill(ctx context.Context, n int) error {
 	return nil
 }
 
-func (r *riverTarget[TTx]) process(ctx context.Context, workers, n int) (int, time.Time, error) {
+func (r *riverTarget[TTx]) process(ctx context.Context, workers, n int, finished func()) (int, error) {
 	ws := river.NewWorkers()
 	river.AddWorker(ws, river.WorkFunc(func(context.Context, *river.Job[noopArgs]) error { return nil }))
 	c, err := river.NewClient(r.driver, &river.Config{
@@ -80,7 +80,7 @@ func (r *riverTarget[TTx]) process(ctx context.Context, workers, n int) (int, ti
 		Workers:       ws,
 	})
 	if err != nil {
-		return 0, time.Time{}, err
+		return 0, err
 	}
 	events, unsubscribe := c.SubscribeConfig(&river.SubscribeConfig{
 		Kinds:    []river.EventKind{river.EventKindJobCompleted},
@@ -88,7 +88,7 @@ func (r *riverTarget[TTx]) process(ctx context.Context, workers, n int) (int, ti
 	})
 	defer unsubscribe()
 	if err := c.Start(context.WithoutCancel(ctx)); err != nil {
-		return 0, time.Time{}, err
+		return 0, err
 	}
 	done := 0
 	for done < n && err == nil {
@@ -99,13 +99,13 @@ func (r *riverTarget[TTx]) process(ctx context.Context, workers, n int) (int, ti
 			err = ctx.Err()
 		}
 	}
-	end := time.Now()
+	finished()
 	stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownLimit)
 	defer cancel()
 	if serr := c.Stop(stop); serr != nil && err == nil {
 		err = serr
 	}
-	return done, end, err
+	return done, err
 }
 
 func (r *riverTarget[TTx]) close() error { return r.cleanup() }

@@ -165,7 +165,7 @@ func (g *goqiteTarget) fill(ctx context.Context, n int) error {
 	return nil
 }
 
-func (g *goqiteTarget) process(ctx context.Context, workers, n int) (int, time.Time, error) {
+func (g *goqiteTarget) process(ctx context.Context, workers, n int, finished func()) (int, error) {
 	var done atomic.Int64
 	var mu sync.Mutex
 	var first error
@@ -195,7 +195,8 @@ func (g *goqiteTarget) process(ctx context.Context, workers, n int) (int, time.T
 		})
 	}
 	wg.Wait()
-	return int(done.Load()), time.Now(), cmpOr(first, ctx.Err())
+	finished()
+	return int(done.Load()), cmpOr(first, ctx.Err())
 }
 
 func (g *goqiteTarget) close() error { return g.db.Close() }
