@@ -395,7 +395,7 @@ func quiescence(c *runtimeCase) []string {
 		out = append(out, "tasks were left unfinished: "+c.rh.Left)
 	}
 	if !c.rh.Stopped {
-		out = append(out, "workers or brokers did not return within "+ms(stopBudget+time.Second)+" of being told to stop")
+		out = append(out, "workers or brokers did not return within "+ms(stopBudget+5*time.Second)+" of being told to stop")
 		return out
 	}
 	for _, t := range c.rh.Final {

@@ -102,15 +102,12 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 			_ = s.Close()
 		}
 	}()
-	open := func(name string, decideStall time.Duration) (core.Store, error) {
+	open := func(name string, stall map[model.Op]time.Duration) (core.Store, error) {
 		s, err := be.Client()
 		if err != nil {
 			return nil, fmt.Errorf("linearizability: backend client: %w", err)
 		}
-		if decideStall > 0 {
-			s = stalledDecisions{s, decideStall}
-		}
-		cs := newComponentStore(rec, name, newFaultLayer(s, faults[name]), act)
+		cs := newComponentStore(rec, name, newFaultLayer(s, faults[name], stall), act)
 		closers = append(closers, cs)
 		return cs, nil
 	}
@@ -123,7 +120,7 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 	h := newHandlers(p, base, rec)
 	x := &runtimeRun{plan: p, rec: rec, fake: fake, act: act, h: h}
 	for i, ws := range p.Workers {
-		s, err := open(workerName(i), 0)
+		s, err := open(workerName(i), map[model.Op]time.Duration{model.OpExtend: ws.BeatStall})
 		if err != nil {
 			return nil, err
 		}
@@ -145,7 +142,7 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 		x.workers = append(x.workers, w)
 	}
 	for i, bs := range p.Brokers {
-		s, err := open(brokerName(i), bs.DecideStall)
+		s, err := open(brokerName(i), map[model.Op]time.Duration{model.OpRequeue: bs.DecideStall, model.OpFinalize: bs.DecideStall})
 		if err != nil {
 			return nil, err
 		}
@@ -158,7 +155,7 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 		x.brokers = append(x.brokers, b)
 		x.passing = append(x.passing, new(atomic.Bool))
 	}
-	ps, err := open(producerName, 0)
+	ps, err := open(producerName, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +163,7 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 	if err != nil {
 		return nil, err
 	}
-	is, err := open(inspectorName, 0)
+	is, err := open(inspectorName, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +171,7 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 	if err != nil {
 		return nil, err
 	}
-	fs, err := open(finalName, 0)
+	fs, err := open(finalName, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -382,7 +379,7 @@ func (x *runtimeRun) run(ctx context.Context, queue *core.Queue, inspector, fina
 	select {
 	case <-done:
 		rh.Stopped = true
-	case <-time.After(time.Second):
+	case <-time.After(5 * time.Second):
 	}
 	if !rh.Stopped {
 		// Leave the components to the garbage collector: a history that

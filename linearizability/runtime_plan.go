@@ -135,6 +135,9 @@ type WorkerSpec struct {
 	PollMax     time.Duration `json:"pollMax"`
 	Shutdown    time.Duration `json:"shutdown"` // WithShutdownTimeout
 	Policy      PolicySpec    `json:"policy"`
+	// BeatStall delays each of the worker's heartbeats (Extend) on its way
+	// to the store, in real time: the worker that stalls and loses leases.
+	BeatStall time.Duration `json:"beatStall,omitempty"`
 }
 
 // HeartbeatEvery is the heartbeat interval the worker uses.
@@ -298,8 +301,8 @@ func (p *RuntimePlan) String() string {
 	}
 	b.WriteString("\n")
 	for i, w := range p.Workers {
-		fmt.Fprintf(&b, "  %s: concurrency %d batch %d lease %s heartbeat %s poll %s..%s shutdown %s policy %s\n",
-			workerName(i), w.Concurrency, w.Batch, ms(w.Lease), ms(w.HeartbeatEvery()), ms(w.PollMin), ms(w.PollMax), ms(w.Shutdown), w.Policy)
+		fmt.Fprintf(&b, "  %s: concurrency %d batch %d lease %s heartbeat %s poll %s..%s shutdown %s policy %s heartbeats stall %s\n",
+			workerName(i), w.Concurrency, w.Batch, ms(w.Lease), ms(w.HeartbeatEvery()), ms(w.PollMin), ms(w.PollMax), ms(w.Shutdown), w.Policy, ms(w.BeatStall))
 	}
 	for i, br := range p.Brokers {
 		run := "RunOnce at ticks"
@@ -380,11 +383,11 @@ func RuntimePlans(o RuntimeOptions) *rapid.Generator[*RuntimePlan] {
 		for range ticks {
 			tk := Tick{Advance: d(1, 3, "advance")}
 			if rapid.IntRange(0, 7).Draw(t, "jump") == 7 {
-				tk.Advance = d(6, 16, "jump") // a stall of everyone: leases lapse
+				tk.Advance = d(8, 24, "jump") // a stall of everyone: leases lapse
 			}
 			p.Ticks = append(p.Ticks, tk)
 		}
-		for i := range rapid.IntRange(1, 3).Draw(t, "workers") {
+		for range rapid.IntRange(1, 3).Draw(t, "workers") {
 			w := WorkerSpec{
 				Concurrency: rapid.IntRange(1, 3).Draw(t, "concurrency"),
 				Lease:       d(6, 12, "lease"),
@@ -399,7 +402,9 @@ func RuntimePlans(o RuntimeOptions) *rapid.Generator[*RuntimePlan] {
 			if rapid.IntRange(0, 2).Draw(t, "heartbeat?") == 2 {
 				w.Heartbeat = d(1, int(w.Lease/unit)-1, "heartbeat")
 			}
-			_ = i
+			if rapid.IntRange(0, 2).Draw(t, "beat stall?") == 2 {
+				w.BeatStall = time.Duration(rapid.IntRange(1, 6).Draw(t, "beat stall")) * time.Millisecond
+			}
 			p.Workers = append(p.Workers, w)
 		}
 		for range rapid.IntRange(1, 2).Draw(t, "brokers") {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/model"
 )
 
 // FaultInjector is implemented by a store whose transport the runtime mode
@@ -44,13 +45,14 @@ func (a *activity) quiet(window time.Duration) bool {
 // recorded as the indeterminate op it is.
 type faultLayer struct {
 	core.Store
+	stall    map[model.Op]time.Duration // every call of the op reaches the store late
 	calls    atomic.Int64
 	faults   map[int]CallFault
 	injector FaultInjector // nil: every fault is simulated
 }
 
-func newFaultLayer(s core.Store, faults []CallFault) core.Store {
-	f := &faultLayer{Store: s, faults: map[int]CallFault{}}
+func newFaultLayer(s core.Store, faults []CallFault, stall map[model.Op]time.Duration) core.Store {
+	f := &faultLayer{Store: s, faults: map[int]CallFault{}, stall: stall}
 	f.injector, _ = s.(FaultInjector)
 	for _, cf := range faults {
 		if _, dup := f.faults[cf.Call]; !dup {
@@ -63,7 +65,10 @@ func newFaultLayer(s core.Store, faults []CallFault) core.Store {
 	return f
 }
 
-func faulty[R any](f *faultLayer, call func() (R, error)) (R, error) {
+func faulty[R any](f *faultLayer, op model.Op, call func() (R, error)) (R, error) {
+	if d := f.stall[op]; d > 0 {
+		time.Sleep(d)
+	}
 	cf, ok := f.faults[int(f.calls.Add(1)-1)]
 	if !ok {
 		return call()
@@ -91,84 +96,84 @@ func faulty[R any](f *faultLayer, call func() (R, error)) (R, error) {
 }
 
 func (f *faultLayer) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskResult, error) {
-	return faulty(f, func() (core.TaskResult, error) { return f.Store.Enqueue(ctx, p) })
+	return faulty(f, model.OpEnqueue, func() (core.TaskResult, error) { return f.Store.Enqueue(ctx, p) })
 }
 
 func (f *faultLayer) Promote(ctx context.Context, p core.PromoteParams) (core.IDsResult, error) {
-	return faulty(f, func() (core.IDsResult, error) { return f.Store.Promote(ctx, p) })
+	return faulty(f, model.OpPromote, func() (core.IDsResult, error) { return f.Store.Promote(ctx, p) })
 }
 
 func (f *faultLayer) Pop(ctx context.Context, p core.PopParams) (core.TasksResult, error) {
-	return faulty(f, func() (core.TasksResult, error) { return f.Store.Pop(ctx, p) })
+	return faulty(f, model.OpPop, func() (core.TasksResult, error) { return f.Store.Pop(ctx, p) })
 }
 
 func (f *faultLayer) Extend(ctx context.Context, p core.ExtendParams) (core.TaskResult, error) {
-	return faulty(f, func() (core.TaskResult, error) { return f.Store.Extend(ctx, p) })
+	return faulty(f, model.OpExtend, func() (core.TaskResult, error) { return f.Store.Extend(ctx, p) })
 }
 
 func (f *faultLayer) Ack(ctx context.Context, p core.AckParams) (core.TaskResult, error) {
-	return faulty(f, func() (core.TaskResult, error) { return f.Store.Ack(ctx, p) })
+	return faulty(f, model.OpAck, func() (core.TaskResult, error) { return f.Store.Ack(ctx, p) })
 }
 
 func (f *faultLayer) Fail(ctx context.Context, p core.FailParams) (core.TaskResult, error) {
-	return faulty(f, func() (core.TaskResult, error) { return f.Store.Fail(ctx, p) })
+	return faulty(f, model.OpFail, func() (core.TaskResult, error) { return f.Store.Fail(ctx, p) })
 }
 
 func (f *faultLayer) Retry(ctx context.Context, p core.RetryParams) (core.TaskResult, error) {
-	return faulty(f, func() (core.TaskResult, error) { return f.Store.Retry(ctx, p) })
+	return faulty(f, model.OpRetry, func() (core.TaskResult, error) { return f.Store.Retry(ctx, p) })
 }
 
 func (f *faultLayer) ClaimExpired(ctx context.Context, p core.ClaimExpiredParams) (core.ReapResult, error) {
-	return faulty(f, func() (core.ReapResult, error) { return f.Store.ClaimExpired(ctx, p) })
+	return faulty(f, model.OpClaimExpired, func() (core.ReapResult, error) { return f.Store.ClaimExpired(ctx, p) })
 }
 
 func (f *faultLayer) Requeue(ctx context.Context, p core.RequeueParams) (core.TaskResult, error) {
-	return faulty(f, func() (core.TaskResult, error) { return f.Store.Requeue(ctx, p) })
+	return faulty(f, model.OpRequeue, func() (core.TaskResult, error) { return f.Store.Requeue(ctx, p) })
 }
 
 func (f *faultLayer) Finalize(ctx context.Context, p core.FinalizeParams) (core.TaskResult, error) {
-	return faulty(f, func() (core.TaskResult, error) { return f.Store.Finalize(ctx, p) })
+	return faulty(f, model.OpFinalize, func() (core.TaskResult, error) { return f.Store.Finalize(ctx, p) })
 }
 
 func (f *faultLayer) RecoverExpired(ctx context.Context, p core.RecoverExpiredParams) (core.TasksResult, error) {
-	return faulty(f, func() (core.TasksResult, error) { return f.Store.RecoverExpired(ctx, p) })
+	return faulty(f, model.OpRecoverExpired, func() (core.TasksResult, error) { return f.Store.RecoverExpired(ctx, p) })
 }
 
 func (f *faultLayer) Get(ctx context.Context, p core.GetParams) (core.Task, error) {
-	return faulty(f, func() (core.Task, error) { return f.Store.Get(ctx, p) })
+	return faulty(f, model.OpGet, func() (core.Task, error) { return f.Store.Get(ctx, p) })
 }
 
 func (f *faultLayer) List(ctx context.Context, p core.ListParams) (core.ListResult, error) {
-	return faulty(f, func() (core.ListResult, error) { return f.Store.List(ctx, p) })
+	return faulty(f, model.OpList, func() (core.ListResult, error) { return f.Store.List(ctx, p) })
 }
 
 func (f *faultLayer) Counts(ctx context.Context, p core.CountsParams) (core.Counts, error) {
-	return faulty(f, func() (core.Counts, error) { return f.Store.Counts(ctx, p) })
+	return faulty(f, model.OpCounts, func() (core.Counts, error) { return f.Store.Counts(ctx, p) })
 }
 
 func (f *faultLayer) InspectRequeue(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
-	return faulty(f, func() (core.TaskResult, error) { return f.Store.InspectRequeue(ctx, p) })
+	return faulty(f, model.OpInspectRequeue, func() (core.TaskResult, error) { return f.Store.InspectRequeue(ctx, p) })
 }
 
 func (f *faultLayer) Remove(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
-	return faulty(f, func() (core.TaskResult, error) { return f.Store.Remove(ctx, p) })
+	return faulty(f, model.OpRemove, func() (core.TaskResult, error) { return f.Store.Remove(ctx, p) })
 }
 
 func (f *faultLayer) Prune(ctx context.Context, p core.PruneParams) (core.IDsResult, error) {
-	return faulty(f, func() (core.IDsResult, error) { return f.Store.Prune(ctx, p) })
+	return faulty(f, model.OpPrune, func() (core.IDsResult, error) { return f.Store.Prune(ctx, p) })
 }
 
 // batchFaultLayer is a faultLayer over a core.BatchStore.
 type batchFaultLayer struct{ *faultLayer }
 
 func (f *batchFaultLayer) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (core.BatchResult, error) {
-	return faulty(f.faultLayer, func() (core.BatchResult, error) {
+	return faulty(f.faultLayer, model.OpEnqueueBatch, func() (core.BatchResult, error) {
 		return f.Store.(core.BatchStore).EnqueueBatch(ctx, p)
 	})
 }
 
 func (f *batchFaultLayer) AckBatch(ctx context.Context, p core.AckBatchParams) (core.BatchResult, error) {
-	return faulty(f.faultLayer, func() (core.BatchResult, error) {
+	return faulty(f.faultLayer, model.OpAckBatch, func() (core.BatchResult, error) {
 		return f.Store.(core.BatchStore).AckBatch(ctx, p)
 	})
 }
@@ -312,25 +317,3 @@ type skewClock struct {
 }
 
 func (c skewClock) Now() time.Time { return c.Clock.Now().Add(c.skew) }
-
-// stalledDecisions delays a broker's decisions on their way to the store.
-type stalledDecisions struct {
-	core.Store
-	d time.Duration
-}
-
-func (s stalledDecisions) Requeue(ctx context.Context, p core.RequeueParams) (core.TaskResult, error) {
-	time.Sleep(s.d)
-	return s.Store.Requeue(ctx, p)
-}
-
-func (s stalledDecisions) Finalize(ctx context.Context, p core.FinalizeParams) (core.TaskResult, error) {
-	time.Sleep(s.d)
-	return s.Store.Finalize(ctx, p)
-}
-
-// InjectFault passes the fault to the store below when it can make it.
-func (s stalledDecisions) InjectFault(kind CallFaultKind, d time.Duration) bool {
-	fi, ok := s.Store.(FaultInjector)
-	return ok && fi.InjectFault(kind, d)
-}
