@@ -26,14 +26,17 @@ return run(function()
   local seq = load_seq()
   local m = recall()
   -- Every check before the first write: each item's task as stored.
-  local tasks = {}
+  local tasks, ids = {}, {}
   for i = 0, n - 1 do
     local id = ARGV[2 + 3 * i]
     if tasks[id] == nil then
-      local t = load_task(KEYS[11] .. id, id, seq)
-      if t and not m then check_indexed(t) end
-      tasks[id] = t or false
+      tasks[id] = false
+      ids[#ids + 1] = id
     end
+  end
+  for i, t in ipairs(load_tasks(ids, seq)) do
+    if t and not m then check_indexed(t) end
+    tasks[ids[i]] = t
   end
   if m then
     if #m ~= n then refuse(CORRUPT, KEYS[12], 'remembered answer of ' .. #m .. ' items') end
@@ -82,11 +85,7 @@ return run(function()
   end
   reserve(seq, #acked)
 
-  for _, t in ipairs(acked) do
-    redis.call('ZREM', KEYS[ORDER[t.was]], t.id)
-    redis.call('ZREM', KEYS[IDS[t.was]], t.id)
-    store(t)
-  end
+  store_all(acked)
   local out, codes = {OK, fmt(now)}, {}
   for i = 1, n do
     local it = items[i]

@@ -34,12 +34,12 @@ return run(function()
   for _, t in ipairs(expired) do
     ids[#ids + 1] = t.id
     seq = seq + 1
-    unindex(t)
+    t.was = t.state
     t.version = seq
     t.deadline = deadline
-    store(t)
-    emit(out, t)
   end
+  store_all(expired)
+  for _, t in ipairs(expired) do emit(out, t) end
   if #expired > 0 then
     redis.call('SET', KEYS[1], fmt(seq))
     remember(ids)

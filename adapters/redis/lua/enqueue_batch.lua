@@ -29,11 +29,15 @@ return run(function()
   local seq = load_seq()
   local m = recall()
   -- Every check before the first write: each item's task as stored.
-  local stored = {}
+  local stored, ids = {}, {}
   for i = 0, n - 1 do
     local id = ARGV[3 + 5 * i]
-    if stored[id] == nil then stored[id] = load_task(KEYS[11] .. id, id, seq) or false end
+    if stored[id] == nil then
+      stored[id] = false
+      ids[#ids + 1] = id
+    end
   end
+  for i, t in ipairs(load_tasks(ids, seq)) do stored[ids[i]] = t end
   if m then
     if #m ~= n then refuse(CORRUPT, KEYS[12], 'remembered answer of ' .. #m .. ' items') end
     local out = {OK, fmt(now)}
@@ -95,10 +99,7 @@ return run(function()
   reserve(seq, #added)
 
   local out, codes = {OK, fmt(now)}, {}
-  for _, t in ipairs(added) do
-    index(t)
-    save(t)
-  end
+  store_all(added)
   for i = 1, n do
     local it = items[i]
     if it.id then

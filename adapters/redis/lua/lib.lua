@@ -203,9 +203,7 @@ end
 -- nil when there is none, else a table of its parsed fields (stored: the
 -- stored strings by field, packed: the value). Anything that does not
 -- parse, or breaks a rule every task keeps, refuses with CORRUPT.
-local function load_task(key, id, seq)
-  local v = rcall(key, 'GET', key)
-  if not v then return nil end
+local function parse_task(key, id, v, seq)
   local ok, a, extra = pcall(cmsgpack.unpack, v)
   if not ok or type(a) ~= 'table' or extra ~= nil or #a ~= 16 then
     refuse(CORRUPT, key, 'not a packed task')
@@ -242,6 +240,51 @@ local function load_task(key, id, seq)
   return t
 end
 
+local function load_task(key, id, seq)
+  local v = rcall(key, 'GET', key)
+  if not v then return nil end
+  return parse_task(key, id, v, seq)
+end
+
+-- bulk runs cmd on key (nil: none) with the arguments of list, in as few
+-- calls as the Lua stack allows, each carrying whole groups of stride.
+local function bulk(cmd, key, list, stride)
+  local per = 1000 * stride
+  for i = 1, #list, per do
+    local args = {cmd}
+    if key then args[2] = key end
+    for j = i, math.min(i + per - 1, #list) do args[#args + 1] = list[j] end
+    redis.call(unpack(args))
+  end
+end
+
+-- load_tasks reads the tasks of ids (their keys KEYS[11] .. id) with MGET
+-- and checks each as load_task does: a list in the order of ids, false
+-- where there is none. MGET answers nothing for a key of another type, so
+-- when some are missing one EXISTS makes sure none of those keys exists.
+local function load_tasks(ids, seq)
+  local out, keys, missing = {}, {}, {}
+  for i = 1, #ids do keys[i] = KEYS[11] .. ids[i] end
+  for i = 1, #ids, 1000 do
+    local r = redis.call('MGET', unpack(keys, i, math.min(i + 999, #ids)))
+    for j = 1, #r do
+      local k = i + j - 1
+      if r[j] then
+        out[k] = parse_task(keys[k], ids[k], r[j], seq)
+      else
+        out[k] = false
+        missing[#missing + 1] = keys[k]
+      end
+    end
+  end
+  for i = 1, #missing, 1000 do
+    if redis.call('EXISTS', unpack(missing, i, math.min(i + 999, #missing))) > 0 then
+      refuse(CORRUPT, KEYS[11], 'a task key holds something other than a task')
+    end
+  end
+  return out
+end
+
 -- score is the task's score in the order index of its state.
 local function score(t)
   local st = t.state
@@ -263,14 +306,19 @@ local function check_indexed(t, got)
   if not rcall(ik, 'ZSCORE', ik, t.id) then bad(t, 'not in ' .. ik) end
 end
 
--- must_task loads a task an index entry names: a missing one is CORRUPT,
--- and so is one in another state than the index, or at another score.
-local function must_task(id, state, got, seq)
-  local t = load_task(KEYS[11] .. id, id, seq)
-  if not t then refuse(CORRUPT, KEYS[ORDER[state]], 'entry ' .. id .. ' without its task') end
-  if t.state ~= state then bad(t, 'state ' .. t.state .. ' but listed as ' .. state) end
-  check_indexed(t, got)
-  return t
+-- must_tasks loads the tasks of index entries (r: ID, score, ID, score...
+-- of the order index of state): a missing one is CORRUPT, and so is one in
+-- another state than the index, or at another score.
+local function must_tasks(r, state, seq)
+  local ids = {}
+  for i = 1, #r, 2 do ids[#ids + 1] = r[i] end
+  local ts = load_tasks(ids, seq)
+  for i, t in ipairs(ts) do
+    if not t then refuse(CORRUPT, KEYS[ORDER[state]], 'entry ' .. ids[i] .. ' without its task') end
+    if t.state ~= state then bad(t, 'state ' .. t.state .. ' but listed as ' .. state) end
+    check_indexed(t, r[2 * i])
+  end
+  return ts
 end
 
 -- scan returns the tasks of an order index with a score up to max (a
@@ -283,11 +331,7 @@ local function scan(state, max, limit, seq)
   else
     r = rcall(k, 'ZRANGEBYSCORE', k, '-inf', max, 'WITHSCORES')
   end
-  local out = {}
-  for i = 1, #r, 2 do
-    out[#out + 1] = must_task(r[i], state, r[i + 1], seq)
-  end
-  return out
+  return must_tasks(r, state, seq)
 end
 
 -- error_entry encodes one entry of the error history.
@@ -308,13 +352,50 @@ end
 -- save writes the task's packed value (its fields, the call's request ID
 -- and the origin: the call's for a new task) in one SET, and keeps it for
 -- emit.
-local function save(t)
+local function pack(t)
   t.req = CALL.req
   t.origin = t.origin or t.req
   t.packed = cmsgpack.pack({t.payload, t.priority, t.state, t.attempt,
     t.max_attempts, t.version, t.token, t.enqueued_at, t.run_after,
     t.claimed_at, t.deadline, t.finished_at, t.errors, t.result, t.req, t.origin})
+end
+
+local function save(t)
+  pack(t)
   redis.call('SET', t.key, t.packed)
+end
+
+-- store_all writes many changed tasks at once: each out of the indexes of
+-- the state it was in (t.was, nil for a new task) and into those of its
+-- state, then saved, with one ZREM or ZADD per index and one MSET.
+local function store_all(ts)
+  if #ts == 0 then return end
+  local rems, adds, mset = {}, {}, {}
+  local function list(m, k)
+    local l = m[k]
+    if not l then l = {}; m[k] = l end
+    return l
+  end
+  for _, t in ipairs(ts) do
+    if t.was then
+      local l = list(rems, ORDER[t.was])
+      l[#l + 1] = t.id
+      l = list(rems, IDS[t.was])
+      l[#l + 1] = t.id
+    end
+    local l = list(adds, ORDER[t.state])
+    l[#l + 1] = fmt(score(t))
+    l[#l + 1] = t.id
+    l = list(adds, IDS[t.state])
+    l[#l + 1] = '0'
+    l[#l + 1] = t.id
+    pack(t)
+    mset[#mset + 1] = t.key
+    mset[#mset + 1] = t.packed
+  end
+  for k, l in pairs(rems) do bulk('ZREM', KEYS[k], l, 1) end
+  for k, l in pairs(adds) do bulk('ZADD', KEYS[k], l, 2) end
+  bulk('MSET', nil, mset, 2)
 end
 
 -- emit appends the task to a reply: its ID, then its packed value (the Go
@@ -367,8 +448,7 @@ end
 -- request ID, in order: what a queue-level call left them, untouched since.
 local function carried(ids, seq)
   local out = {}
-  for _, id in ipairs(ids) do
-    local t = load_task(KEYS[11] .. id, id, seq)
+  for _, t in ipairs(load_tasks(ids, seq)) do
     if t and t.req == CALL.req then out[#out + 1] = t end
   end
   return out

@@ -26,10 +26,7 @@ return run(function()
     return out
   end
   local r = rcall(KEYS[2], 'ZRANGE', KEYS[2], 0, n - 1, 'WITHSCORES')
-  local first = {}
-  for i = 1, #r, 2 do
-    first[#first + 1] = must_task(r[i], 'ready', r[i + 1], seq)
-  end
+  local first = must_tasks(r, 'ready', seq)
   reserve(seq, #first)
   writable(target('running'))
 
@@ -37,16 +34,16 @@ return run(function()
   for _, t in ipairs(first) do
     ids[#ids + 1] = t.id
     seq = seq + 1
-    unindex(t)
+    t.was = t.state
     t.version = seq
     t.state = 'running'
     t.token = seq
     t.attempt = t.attempt + 1
     t.claimed_at = now
     t.deadline = deadline
-    store(t)
-    emit(out, t)
   end
+  store_all(first)
+  for _, t in ipairs(first) do emit(out, t) end
   if #first > 0 then
     redis.call('SET', KEYS[1], fmt(seq))
     remember(ids)

@@ -29,12 +29,12 @@ return run(function()
   local out = {OK, fmt(now)}
   for _, t in ipairs(due) do
     seq = seq + 1
-    unindex(t)
+    t.was = t.state
     t.version = seq
     t.state = 'ready'
-    store(t)
     out[#out + 1] = t.id
   end
+  store_all(due)
   if #due > 0 then
     redis.call('SET', KEYS[1], fmt(seq))
     local ids = {}

@@ -37,7 +37,7 @@ return run(function()
   for _, t in ipairs(expired) do
     ids[#ids + 1] = t.id
     seq = seq + 1
-    unindex(t)
+    t.was = t.state
     t.version = seq
     t.errors = t.errors .. error_entry(t.attempt, now, true, 'lease expired')
     if t.attempt >= t.max_attempts then
@@ -45,9 +45,9 @@ return run(function()
     else
       queue_at(t, now, run_after)
     end
-    store(t)
-    emit(out, t)
   end
+  store_all(expired)
+  for _, t in ipairs(expired) do emit(out, t) end
   if #expired > 0 then
     redis.call('SET', KEYS[1], fmt(seq))
     remember(ids)
