@@ -102,10 +102,13 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 			_ = s.Close()
 		}
 	}()
-	open := func(name string, stall map[model.Op]time.Duration) (core.Store, error) {
+	open := func(name string, stall map[model.Op]time.Duration, unbatched bool) (core.Store, error) {
 		s, err := be.Client()
 		if err != nil {
 			return nil, fmt.Errorf("linearizability: backend client: %w", err)
+		}
+		if unbatched {
+			s = unbatchedStore{s}
 		}
 		cs := newComponentStore(rec, name, newFaultLayer(s, faults[name], stall), act)
 		closers = append(closers, cs)
@@ -120,7 +123,7 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 	h := newHandlers(p, base, rec)
 	x := &runtimeRun{plan: p, rec: rec, fake: fake, act: act, h: h}
 	for i, ws := range p.Workers {
-		s, err := open(workerName(i), map[model.Op]time.Duration{model.OpExtend: ws.BeatStall})
+		s, err := open(workerName(i), map[model.Op]time.Duration{model.OpExtend: ws.BeatStall}, ws.Unbatched)
 		if err != nil {
 			return nil, err
 		}
@@ -142,7 +145,7 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 		x.workers = append(x.workers, w)
 	}
 	for i, bs := range p.Brokers {
-		s, err := open(brokerName(i), map[model.Op]time.Duration{model.OpRequeue: bs.DecideStall, model.OpFinalize: bs.DecideStall})
+		s, err := open(brokerName(i), map[model.Op]time.Duration{model.OpRequeue: bs.DecideStall, model.OpFinalize: bs.DecideStall}, false)
 		if err != nil {
 			return nil, err
 		}
@@ -155,7 +158,7 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 		x.brokers = append(x.brokers, b)
 		x.passing = append(x.passing, new(atomic.Bool))
 	}
-	ps, err := open(producerName, nil)
+	ps, err := open(producerName, nil, false)
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +166,7 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 	if err != nil {
 		return nil, err
 	}
-	is, err := open(inspectorName, nil)
+	is, err := open(inspectorName, nil, false)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +174,7 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 	if err != nil {
 		return nil, err
 	}
-	fs, err := open(finalName, nil)
+	fs, err := open(finalName, nil, false)
 	if err != nil {
 		return nil, err
 	}

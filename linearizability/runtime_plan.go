@@ -138,6 +138,10 @@ type WorkerSpec struct {
 	// BeatStall delays each of the worker's heartbeats (Extend) on its way
 	// to the store, in real time: the worker that stalls and loses leases.
 	BeatStall time.Duration `json:"beatStall,omitempty"`
+	// Unbatched hides the store's batch calls (core.BatchStore) from the
+	// worker, so it acknowledges one Ack at a time, as over a store
+	// without them.
+	Unbatched bool `json:"unbatched,omitempty"`
 }
 
 // HeartbeatEvery is the heartbeat interval the worker uses.
@@ -301,8 +305,8 @@ func (p *RuntimePlan) String() string {
 	}
 	b.WriteString("\n")
 	for i, w := range p.Workers {
-		fmt.Fprintf(&b, "  %s: concurrency %d batch %d lease %s heartbeat %s poll %s..%s shutdown %s policy %s heartbeats stall %s\n",
-			workerName(i), w.Concurrency, w.Batch, ms(w.Lease), ms(w.HeartbeatEvery()), ms(w.PollMin), ms(w.PollMax), ms(w.Shutdown), w.Policy, ms(w.BeatStall))
+		fmt.Fprintf(&b, "  %s: concurrency %d batch %d lease %s heartbeat %s poll %s..%s shutdown %s policy %s heartbeats stall %s unbatched %v\n",
+			workerName(i), w.Concurrency, w.Batch, ms(w.Lease), ms(w.HeartbeatEvery()), ms(w.PollMin), ms(w.PollMax), ms(w.Shutdown), w.Policy, ms(w.BeatStall), w.Unbatched)
 	}
 	for i, br := range p.Brokers {
 		run := "RunOnce at ticks"
@@ -402,6 +406,7 @@ func RuntimePlans(o RuntimeOptions) *rapid.Generator[*RuntimePlan] {
 			if rapid.IntRange(0, 2).Draw(t, "heartbeat?") == 2 {
 				w.Heartbeat = d(1, int(w.Lease/unit)-1, "heartbeat")
 			}
+			w.Unbatched = rapid.IntRange(0, 2).Draw(t, "unbatched") == 2
 			if rapid.IntRange(0, 2).Draw(t, "beat stall?") == 2 {
 				w.BeatStall = time.Duration(rapid.IntRange(1, 6).Draw(t, "beat stall")) * time.Millisecond
 			}

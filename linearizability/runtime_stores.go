@@ -317,3 +317,13 @@ type skewClock struct {
 }
 
 func (c skewClock) Now() time.Time { return c.Clock.Now().Add(c.skew) }
+
+// unbatchedStore hides the batch calls of a store (and nothing else: a
+// FaultInjector stays one).
+type unbatchedStore struct{ core.Store }
+
+// InjectFault passes the fault to the store below when it can make it.
+func (s unbatchedStore) InjectFault(kind CallFaultKind, d time.Duration) bool {
+	fi, ok := s.Store.(FaultInjector)
+	return ok && fi.InjectFault(kind, d)
+}
