@@ -102,6 +102,13 @@ func (a *actor) fill(ctx context.Context, s Step) {
 }
 
 // subMicroClock gives the stores readings with a fraction of a microsecond:
+// the fraction the contract lets a store meet. Run-afters and Prune's
+// before are whole microseconds (core.Store: callers truncate them), and so
+// are the plans' leases, claim TTLs and delays: the model adds a duration to
+// the reading exactly, while the memory and Redis adapters truncate the sum
+// and SQLite rounds it up, so a lease of 1.5µs ends 1.5µs, 1µs or 2µs after
+// the reading depending on the store, and no rule says which is right.
+//
 // the k-th reading is the wrapped clock's plus (k*step mod 1000)ns. The
 // wrapped clock (the recorder's) keeps the whole-microsecond reading, which
 // is the instant a store must use and report: core.Store keeps times in
