@@ -263,6 +263,7 @@ end
 -- where there is none. MGET answers nothing for a key of another type, so
 -- when some are missing one EXISTS makes sure none of those keys exists.
 local function load_tasks(ids, seq)
+  if #ids == 1 then return {load_task(KEYS[11] .. ids[1], ids[1], seq) or false} end
   local out, keys, missing = {}, {}, {}
   for i = 1, #ids do keys[i] = KEYS[11] .. ids[i] end
   for i = 1, #ids, 1000 do
@@ -370,6 +371,16 @@ end
 -- state, then saved, with one ZREM or ZADD per index and one MSET.
 local function store_all(ts)
   if #ts == 0 then return end
+  if #ts == 1 then
+    local t = ts[1]
+    if t.was then
+      redis.call('ZREM', KEYS[ORDER[t.was]], t.id)
+      redis.call('ZREM', KEYS[IDS[t.was]], t.id)
+    end
+    index(t)
+    save(t)
+    return
+  end
   local rems, adds, mset = {}, {}, {}
   local function list(m, k)
     local l = m[k]
