@@ -166,13 +166,17 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 	if err != nil {
 		return nil, err
 	}
-	is, err := open(inspectorName, nil, false)
-	if err != nil {
-		return nil, err
-	}
-	inspector, err := core.NewInspector(is, p.Queue)
-	if err != nil {
-		return nil, err
+	var inspectors []*core.Inspector
+	for i := range 2 {
+		is, err := open(inspectorName(i), nil, false)
+		if err != nil {
+			return nil, err
+		}
+		in, err := core.NewInspector(is, p.Queue)
+		if err != nil {
+			return nil, err
+		}
+		inspectors = append(inspectors, in)
 	}
 	fs, err := open(finalName, nil, false)
 	if err != nil {
@@ -183,7 +187,7 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 		return nil, err
 	}
 
-	rh, err := x.run(ctx, queue, inspector, final, peek)
+	rh, err := x.run(ctx, queue, inspectors, final, peek)
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +264,7 @@ func (x *runtimeRun) pass(ctx context.Context, i int) {
 	})
 }
 
-func (x *runtimeRun) run(ctx context.Context, queue *core.Queue, inspector, final *core.Inspector, peek core.Store) (*RuntimeHistory, error) {
+func (x *runtimeRun) run(ctx context.Context, queue *core.Queue, inspectors []*core.Inspector, final *core.Inspector, peek core.Store) (*RuntimeHistory, error) {
 	p := x.plan
 	x.panics = make(chan error, 1)
 	rh := &RuntimeHistory{}
@@ -284,10 +288,10 @@ func (x *runtimeRun) run(ctx context.Context, queue *core.Queue, inspector, fina
 			})
 		}
 	}
-	// The producer and the operator act in goroutines of their own, in plan
+	// The producer and the operators act in goroutines of their own, in plan
 	// order, so a stalled call of theirs does not stall the clock.
 	enqueue := make(chan RuntimeTask, len(p.Tasks))
-	inspect := make(chan InspectAction, len(p.Inspects))
+	inspect := make([]chan InspectAction, len(inspectors))
 	var actors sync.WaitGroup
 	actors.Go(func() {
 		for t := range enqueue {
@@ -300,14 +304,19 @@ func (x *runtimeRun) run(ctx context.Context, queue *core.Queue, inspector, fina
 			})
 		}
 	})
-	actors.Go(func() {
-		for a := range inspect {
-			x.guard(inspectorName, func() { operate(runCtx, inspector, a, p) })
-		}
-	})
+	for i, in := range inspectors {
+		inspect[i] = make(chan InspectAction, len(p.Inspects))
+		actors.Go(func() {
+			for a := range inspect[i] {
+				x.guard(inspectorName(i), func() { operate(runCtx, in, a, p) })
+			}
+		})
+	}
 	stopActors := func() {
 		close(enqueue)
-		close(inspect)
+		for _, c := range inspect {
+			close(c)
+		}
 		actors.Wait()
 	}
 
@@ -324,7 +333,7 @@ func (x *runtimeRun) run(ctx context.Context, queue *core.Queue, inspector, fina
 		}
 		for _, a := range p.Inspects {
 			if a.Tick == i {
-				inspect <- a
+				inspect[min(max(a.By, 0), len(inspect)-1)] <- a
 			}
 		}
 		for _, b := range tk.Passes {

@@ -218,6 +218,9 @@ func (k *InspectKind) UnmarshalText(b []byte) error {
 
 // InspectAction is what the operator does at one tick.
 type InspectAction struct {
+	// By is the operator (0 or 1) who acts: each is a core.Inspector of
+	// its own, acting in plan order.
+	By   int         `json:"by,omitempty"`
 	Tick int         `json:"tick"`
 	Kind InspectKind `json:"kind"`
 	Task int         `json:"task"` // index into RuntimePlan.Tasks
@@ -280,20 +283,20 @@ func (f Fault) callFault() CallFaultKind {
 
 // CallFault breaks the Call-th store call (from 0) of one component.
 type CallFault struct {
-	Component string        `json:"component"` // "worker 0", "broker 1", "producer", "inspector"
+	Component string        `json:"component"` // "worker 0", "broker 1", "producer", "inspector 0"
 	Call      int           `json:"call"`
 	Kind      CallFaultKind `json:"kind"`
 	Delay     time.Duration `json:"delay,omitempty"` // real time, for stalls and busy databases
 }
 
 // Component names, as the recorder's actors.
-func workerName(i int) string { return fmt.Sprintf("worker %d", i) }
-func brokerName(i int) string { return fmt.Sprintf("broker %d", i) }
+func workerName(i int) string    { return fmt.Sprintf("worker %d", i) }
+func brokerName(i int) string    { return fmt.Sprintf("broker %d", i) }
+func inspectorName(i int) string { return fmt.Sprintf("inspector %d", i) }
 
 const (
-	producerName  = "producer"
-	inspectorName = "inspector"
-	finalName     = "final"
+	producerName = "producer"
+	finalName    = "final"
 )
 
 // String shows the plan in a few lines.
@@ -329,7 +332,7 @@ func (p *RuntimePlan) String() string {
 		fmt.Fprintf(&b, "  tick %d: +%s passes %v\n", i, ms(t.Advance), t.Passes)
 	}
 	for _, a := range p.Inspects {
-		fmt.Fprintf(&b, "  inspector at tick %d: %s %s\n", a.Tick, a.Kind, p.Tasks[a.Task].ID)
+		fmt.Fprintf(&b, "  %s at tick %d: %s %s\n", inspectorName(a.By), a.Tick, a.Kind, p.Tasks[a.Task].ID)
 	}
 	for _, f := range p.Faults {
 		fmt.Fprintf(&b, "  fault: %s call %d %s %s\n", f.Component, f.Call, f.Kind, ms(f.Delay))
@@ -458,8 +461,9 @@ func RuntimePlans(o RuntimeOptions) *rapid.Generator[*RuntimePlan] {
 			}
 			p.Tasks = append(p.Tasks, rt)
 		}
-		for range rapid.IntRange(0, 3).Draw(t, "inspects") {
+		for range rapid.IntRange(0, 4).Draw(t, "inspects") {
 			p.Inspects = append(p.Inspects, InspectAction{
+				By:   rapid.IntRange(0, 1).Draw(t, "inspector"),
 				Tick: rapid.IntRange(0, ticks-1).Draw(t, "inspect tick"),
 				Kind: InspectKind(rapid.IntRange(0, len(inspectKindNames)-1).Draw(t, "inspect")),
 				Task: rapid.IntRange(0, len(p.Tasks)-1).Draw(t, "inspect task"),
@@ -474,7 +478,7 @@ func RuntimePlans(o RuntimeOptions) *rapid.Generator[*RuntimePlan] {
 		}
 		components = append(components, producerName)
 		if len(p.Inspects) > 0 {
-			components = append(components, inspectorName)
+			components = append(components, inspectorName(0), inspectorName(1))
 		}
 		faultKinds := []CallFaultKind{CallStall, CallSlowReply, CallBusy}
 		if o.Faults {
