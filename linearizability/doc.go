@@ -121,7 +121,7 @@
 // core.Workers (concurrency, batch size, lease, heartbeat, retry policy),
 // one or two core.Brokers (Run, or RunOnce passes at the plan's ticks;
 // batch size, claim TTL, a policy and a skew of their own clock), a
-// producer enqueueing through core.Queue and an operator through
+// producer enqueueing through core.Queue and two operators through
 // core.Inspector, all built with the public constructors. Each component
 // gets a store of its own from the Factory, recorded under its name
 // ("worker 1", "broker 0"); since a Worker calls its store from many
@@ -129,8 +129,10 @@
 // other call is using. Generated handlers succeed, fail, fail with a
 // result, fail Permanently, panic, ignore their context or outlive their
 // lease; faults break a component's n-th store call (a lost request or
-// reply, a stalled call or reply, a busy database), and clock readings
-// stall as in the store-level plans. Backends whose stores implement
+// reply, a stalled call or reply, a busy database), some workers'
+// heartbeats and some brokers' decisions reach the store late (the
+// stalled worker, the stalled broker), some workers see a store without
+// batch calls, and clock readings stall as in the store-level plans. Backends whose stores implement
 // FaultInjector make the faults real: backends.RedisProxy cuts and holds
 // connections through internal/faultproxy under the client redis.Open
 // gives (go-redis retries on), and SQLite stores hold the write lock from
