@@ -3,6 +3,7 @@ package linearizability
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -64,7 +65,8 @@ func CheckRuntime(p *RuntimePlan, rh *RuntimeHistory) []Violation {
 // unconditional operator requeue breaks it.
 func noBypass(c *runtimeCase) []string {
 	var out []string
-	for actor, ops := range c.byActor {
+	for _, actor := range c.actors {
+		ops := c.byActor[actor]
 		role := roleOf(actor)
 		if role != "worker" && role != "broker" {
 			continue
@@ -115,7 +117,8 @@ func noBypass(c *runtimeCase) []string {
 func handlerOutcome(c *runtimeCase) []string {
 	var out []string
 	decided := map[claimKey]bool{}
-	for actor, ops := range c.byActor {
+	for _, actor := range c.actors {
+		ops := c.byActor[actor]
 		if roleOf(actor) != "worker" {
 			continue
 		}
@@ -174,7 +177,8 @@ func handlerOutcome(c *runtimeCase) []string {
 // operator acted on the task and the worker had not decided it itself.
 func heartbeatLease(c *runtimeCase) []string {
 	var out []string
-	for actor, ops := range c.byActor {
+	for _, actor := range c.actors {
+		ops := c.byActor[actor]
 		if roleOf(actor) != "worker" {
 			continue
 		}
@@ -230,7 +234,8 @@ func heartbeatLease(c *runtimeCase) []string {
 // it.
 func passDecidesExpired(c *runtimeCase) []string {
 	var out []string
-	for actor, ops := range c.byActor {
+	for _, actor := range c.actors {
+		ops := c.byActor[actor]
 		if roleOf(actor) != "broker" {
 			continue
 		}
@@ -287,7 +292,8 @@ func passDecidesExpired(c *runtimeCase) []string {
 // it.
 func storeClockDelays(c *runtimeCase) []string {
 	var out []string
-	for actor, ops := range c.byActor {
+	for _, actor := range c.actors {
+		ops := c.byActor[actor]
 		switch roleOf(actor) {
 		case "broker":
 			spec := c.plan.Brokers[indexOf(actor)]
@@ -471,6 +477,7 @@ type runtimeCase struct {
 	epoch   time.Time
 	ops     []*Operation            // in call order
 	byActor map[string][]*Operation // in call order
+	actors  []string                // the keys of byActor, sorted
 	inv     map[claimKey]*Invocation
 	tasks   map[string]RuntimeTask
 	// superseded: the worker was told its claim no longer holds (a refused
@@ -486,6 +493,7 @@ func newRuntimeCase(p *RuntimePlan, rh *RuntimeHistory) *runtimeCase {
 		c.ops = append(c.ops, op)
 		c.byActor[op.Actor] = append(c.byActor[op.Actor], op)
 	}
+	c.actors = slices.Sorted(maps.Keys(c.byActor))
 	for i := range rh.Invocations {
 		inv := &rh.Invocations[i]
 		c.inv[claimKey{inv.Worker, inv.TaskID, inv.Token}] = inv
