@@ -10,14 +10,16 @@
 //
 // A Store holds two database/sql pools on the file:
 //
-//   - the writer: one connection (MaxOpenConns 1) opened with _txlock=immediate,
-//     so every write transaction is BEGIN IMMEDIATE and takes SQLite's write
-//     lock before it reads anything. Within a process, writes queue for the
-//     committer (below); across processes, for the lock, waiting up to the
-//     busy timeout (WithBusyTimeout). A transaction therefore never reads a state
-//     that another writer changes before it commits, and never fails with a
-//     "database is locked" upgrade error half-way through. The hot statements
-//     are prepared once on this connection.
+//   - the writer: one connection (MaxOpenConns 1), which the committer
+//     (below) holds for the store's whole life and drives through the
+//     driver directly. Every write transaction is BEGIN IMMEDIATE, so it
+//     takes SQLite's write lock before it reads anything. Within a process,
+//     writes queue for the committer; across processes, for the lock,
+//     waiting up to the busy timeout (WithBusyTimeout). A transaction
+//     therefore never reads a state that another writer changes before it
+//     commits, and never fails with a "database is locked" upgrade error
+//     half-way through. Every statement, BEGIN and COMMIT included, is
+//     prepared once on this connection and reused.
 //   - the readers: a pool of query_only connections for Get, List and Counts.
 //     Each read is one statement, so it sees one committed state, and with
 //     the write-ahead log (journal_mode=WAL) readers never wait for the
@@ -26,12 +28,21 @@
 // Writes go through one goroutine per store, the committer, which commits
 // the operations waiting at the same moment in one transaction (group
 // commit): each runs in a savepoint of its own, so one that is refused is
-// rolled back alone, and with synchronous=FULL (the default, see
+// rolled back alone (a transaction that holds one operation needs none),
+// and with synchronous=FULL (the default, see
 // WithSynchronous) a batch costs one sync of the log instead of one per
 // operation. Every operation still returns only once the commit that holds
 // it is durable against a crash of the process or the host. An operation
 // whose context ends while it waits for the committer is not performed; one
 // that has started runs to its end.
+//
+// EnqueueBatch and AckBatch (core.BatchStore) are one operation of the
+// committer each: their items run in order in its transaction, each with the
+// checks and the guarded statement of Enqueue or Ack, answered one by one. A
+// refused item writes nothing, so it needs no savepoint.
+//
+// The write-ahead log is checkpointed into the database file when it reaches
+// WithCheckpointPages pages (DefaultCheckpointPages).
 //
 // An operation reads the clock after it holds the write lock and reports
 // that reading as Now, so the time an operation judges leases by is the time
