@@ -65,7 +65,11 @@
 // replace each other's library. Where Functions are unavailable (a server
 // before 7.0, or a user the ACL denies FUNCTION or FCALL), the store falls
 // back, for good, to EVALSHA of each script with the parts of lib.lua it
-// uses prepended (EVAL the first time a server lacks it). Each file's
+// uses prepended (EVAL the first time a server lacks it). An operation on
+// many tasks (Pop, ClaimExpired, Promote, RecoverExpired and the batches)
+// reads them with one MGET (and one EXISTS over the keys it found empty,
+// since MGET answers nothing for a key of another type) and writes each
+// index with one ZREM or ZADD and the tasks with one MSET. Each file's
 // header lists its KEYS, ARGV and the codes it returns. The Go side maps a
 // code to its error in one place; an unknown code is an internal error
 // naming it.
