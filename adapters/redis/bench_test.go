@@ -217,3 +217,69 @@ func BenchmarkPopBatch(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEnqueueBatch adds n tasks per EnqueueBatch from one goroutine
+// and reports tasks/s.
+func BenchmarkEnqueueBatch(b *testing.B) {
+	for _, n := range []int{10, 100} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			s := benchStore(b)
+			ctx := context.Background()
+			tasks := make([]model.EnqueueArgs, n)
+			b.ResetTimer()
+			start := time.Now()
+			for i := range b.N {
+				for j := range tasks {
+					tasks[j] = model.EnqueueArgs{ID: fmt.Sprintf("t%09d", i*n+j), Payload: []byte("payload"), MaxAttempts: 3}
+				}
+				r, err := s.EnqueueBatch(ctx, core.EnqueueBatchParams{Queue: "bench", Tasks: tasks})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, it := range r.Items {
+					if it.Err != nil {
+						b.Fatal(it.Err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.N*n)/time.Since(start).Seconds(), "tasks/s")
+		})
+	}
+}
+
+// BenchmarkPopAckBatch is a batching worker's cycle from one goroutine: Pop
+// n tasks, then AckBatch them (two calls for n tasks); it reports tasks/s.
+func BenchmarkPopAckBatch(b *testing.B) {
+	for _, n := range []int{10, 100} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			s := benchStore(b)
+			fill(b, s, "bench", b.N*n)
+			ctx := context.Background()
+			b.ResetTimer()
+			start := time.Now()
+			for range b.N {
+				r, err := s.Pop(ctx, core.PopParams{Queue: "bench", Lease: time.Minute, N: n})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(r.Tasks) != n {
+					b.Fatalf("popped %d tasks, want %d", len(r.Tasks), n)
+				}
+				acks := make([]core.AckItem, len(r.Tasks))
+				for i, t := range r.Tasks {
+					acks[i] = core.AckItem{Claim: t.Claim(), Result: []byte("ok")}
+				}
+				res, err := s.AckBatch(ctx, core.AckBatchParams{Queue: "bench", Acks: acks})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, it := range res.Items {
+					if it.Err != nil {
+						b.Fatal(it.Err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.N*n)/time.Since(start).Seconds(), "tasks/s")
+		})
+	}
+}
