@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -110,6 +111,7 @@ type Worker struct {
 	acks     chan *job // successes waiting for the acker
 	work     chan *job // to an idle runner
 	runners  sync.WaitGroup
+	nrunners atomic.Int32
 
 	mu      sync.Mutex
 	started bool
@@ -348,19 +350,31 @@ func (w *Worker) fetch(base context.Context) {
 	}
 }
 
-// dispatch hands a job to an idle runner goroutine, or starts a new one: a
-// worker keeps its runners (about one per slot) instead of starting a
-// goroutine per task.
+// dispatch hands a job to an idle runner goroutine, or starts a new one
+// while there are fewer runners than slots: a worker keeps its runners
+// instead of starting a goroutine per task.
 func (w *Worker) dispatch(base context.Context, j *job) {
 	select {
 	case w.work <- j:
+		return
 	default:
-		w.runners.Go(func() {
-			w.run(base, j)
-			for j := range w.work {
-				w.run(base, j)
-			}
-		})
+	}
+	if int(w.nrunners.Load()) >= w.concurrency {
+		w.work <- j // a runner is finishing a job whose slot this one took
+		return
+	}
+	w.nrunners.Add(1)
+	w.runners.Go(func() {
+		w.run(base, j)
+		w.runLoop(base)
+	})
+}
+
+// runLoop runs the jobs handed to this runner until the worker stops
+// popping.
+func (w *Worker) runLoop(base context.Context) {
+	for j := range w.work {
+		w.run(base, j)
 	}
 }
 
@@ -417,6 +431,9 @@ func (w *Worker) run(base context.Context, j *job) {
 			r := recover()
 			if r == nil {
 				r = "handler exited without returning (runtime.Goexit)"
+				// This goroutine ends with the handler: a new runner
+				// takes its place.
+				w.runners.Go(func() { w.runLoop(base) })
 			}
 			o = outcome{err: &PanicError{Value: r, Stack: debug.Stack()}}
 			w.stats.panics.Add(1)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -291,5 +292,32 @@ func TestBrokerRequeuesOnTheStoresClockWhateverItsOwnSkew(t *testing.T) {
 				t.Fatalf("task %v runAfter %v, want scheduled at %v (the store's now + the delay)", task.State, task.RunAfter, want)
 			}
 		})
+	}
+}
+
+func TestWorkerKeepsRunningTasksAfterHandlersEndTheirGoroutines(t *testing.T) {
+	clk := core.NewFakeClock(t0)
+	s := newBatchRecStore(t, clk)
+	const n = 12
+	for i := range n {
+		enqueue(t, s, clk, fmt.Sprintf("g%02d", i), core.WithMaxAttempts(1))
+	}
+	w := newWorker(t, s, clk, func(_ context.Context, c core.Claim, _ core.Task) ([]byte, error) {
+		if c.TaskID[2]%2 == 0 {
+			runtime.Goexit() // every other handler ends its goroutine
+		}
+		return nil, nil
+	}, core.WithConcurrency(2))
+	stop := started(t, w)
+	deadline := time.Now().Add(guard)
+	for st := w.Stats(); st.Acked+st.Failed < n; st = w.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats = %+v after %v: the worker stopped running tasks", st, guard)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	stop()
+	if st := w.Stats(); st.Acked != n/2 || st.Failed != n/2 || st.Panics != n/2 {
+		t.Fatalf("stats = %+v", st)
 	}
 }
