@@ -199,10 +199,9 @@ local function tm(t, f)
   if t[f] ~= false then num(t, f) end
 end
 
--- load_task reads and checks the task at key (one GET of its packed value):
--- nil when there is none, else a table of its parsed fields (stored: the
--- stored strings by field, packed: the value). Anything that does not
--- parse, or breaks a rule every task keeps, refuses with CORRUPT.
+-- parse_task checks the packed value v of the task at key and returns a
+-- table of its fields (and packed: v). Anything that does not parse, or
+-- breaks a rule every task keeps, refuses with CORRUPT.
 local function parse_task(key, id, v, seq)
   local ok, a, extra = pcall(cmsgpack.unpack, v)
   if not ok or type(a) ~= 'table' or extra ~= nil or #a ~= 16 then
@@ -240,6 +239,8 @@ local function parse_task(key, id, v, seq)
   return t
 end
 
+-- load_task reads the task at key (one GET) and checks it: nil when there
+-- is none; a key of another type refuses with CORRUPT.
 local function load_task(key, id, seq)
   local v = rcall(key, 'GET', key)
   if not v then return nil end
