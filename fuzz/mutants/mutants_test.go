@@ -149,6 +149,10 @@ func TestSelect(t *testing.T) {
 	if want := []string{"extend-without-guard/redis", "lease-expiry-off-by-one/redis"}; !slices.Equal(ids, want) {
 		t.Errorf("Select = %v, want %v", ids, want)
 	}
+	both, err := mutants.Select(patches, []string{"lease-expiry-off-by-one"}, "memory,redis")
+	if err != nil || len(both) != 2 {
+		t.Errorf("Select(memory,redis) = %d patches, %v; want 2", len(both), err)
+	}
 	if _, err := mutants.Select(patches, []string{"no-such-bug"}, ""); err == nil {
 		t.Error("Select accepted an unknown mutant")
 	}

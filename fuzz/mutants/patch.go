@@ -97,21 +97,28 @@ func cutLast(s, sep string) (before, after string, ok bool) {
 }
 
 // Select returns the patches whose mutant is named in only (all when only
-// is empty) and whose target is adapter ("" or "all": every target). It
-// fails on a name that is not in the catalogue.
+// is empty) and whose target is one of the comma-separated targets of
+// adapter ("" or "all": every target). It fails on a name that is not in
+// the catalogue, or a target that is not in Adapters.
 func Select(patches []Patch, only []string, adapter string) ([]Patch, error) {
 	for _, n := range only {
 		if !slices.ContainsFunc(Catalogue, func(m Mutant) bool { return m.Name == n }) {
 			return nil, fmt.Errorf("mutants: no mutant %q in the catalogue", n)
 		}
 	}
-	if adapter != "" && adapter != "all" && !slices.Contains(Adapters, adapter) {
-		return nil, fmt.Errorf("mutants: no target %q (want one of %v or all)", adapter, Adapters)
+	var targets []string
+	if adapter != "" && adapter != "all" {
+		targets = strings.Split(adapter, ",")
+	}
+	for _, t := range targets {
+		if !slices.Contains(Adapters, t) {
+			return nil, fmt.Errorf("mutants: no target %q (want some of %v, or all)", t, Adapters)
+		}
 	}
 	var out []Patch
 	for _, p := range patches {
 		if (len(only) == 0 || slices.Contains(only, p.Mutant.Name)) &&
-			(adapter == "" || adapter == "all" || p.Adapter == adapter) {
+			(len(targets) == 0 || slices.Contains(targets, p.Adapter)) {
 			out = append(out, p)
 		}
 	}
