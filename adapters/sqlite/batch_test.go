@@ -195,3 +195,31 @@ func TestBatchErrorsChangeNothing(t *testing.T) {
 		t.Errorf("EnqueueBatch after Close: %v, want ErrClosed", err)
 	}
 }
+
+// TestBatchOverADamagedRowChangesNothing acknowledges two claims, the second
+// of a row whose error history is damaged: the batch fails with ErrCorrupt
+// as a whole, and the first item's acknowledgement is rolled back with it.
+func TestBatchOverADamagedRowChangesNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "batch.db")
+	s := openStore(t, path, sqlite.WithSynchronous(sqlite.SyncNormal))
+	enqueue(t, s, "q", "a")
+	enqueue(t, s, "q", "b")
+	pop, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Minute, N: 2})
+	if err != nil || len(pop.Tasks) != 2 {
+		t.Fatalf("Pop: %d tasks, %v", len(pop.Tasks), err)
+	}
+	db := rawDB(t, path)
+	execSQL(t, db, `UPDATE tasks SET errors = '{not json' WHERE id = ?1`, pop.Tasks[1].ID)
+	before := dump(t, db)
+	_, err = s.AckBatch(ctx, core.AckBatchParams{Queue: "q", Acks: []core.AckItem{{Claim: pop.Tasks[0].Claim()}, {Claim: pop.Tasks[1].Claim()}}})
+	if !errors.Is(err, core.ErrCorrupt) {
+		t.Errorf("AckBatch over a damaged row: %v, want ErrCorrupt", err)
+	}
+	if after := dump(t, db); after != before {
+		t.Errorf("the refused batch changed the database:\nbefore %s\nafter  %s", before, after)
+	}
+	// The sound claim is still good on its own.
+	if _, err := s.Ack(ctx, core.AckParams{Claim: pop.Tasks[0].Claim()}); err != nil {
+		t.Errorf("Ack of the sound claim after the batch: %v", err)
+	}
+}
