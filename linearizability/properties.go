@@ -285,11 +285,11 @@ func passDecidesExpired(c *runtimeCase) []string {
 // a broker's Requeue has RunAfter = the Now of the ClaimExpired result that
 // claimed the task plus its policy's delay (no RunAfter for no delay), and
 // it requeues exactly when its policy retries (Finalize otherwise); a
-// worker's Retry has RunAfter = a reading of the store's clock (the
-// worker's clock is that clock in the harness) no earlier than the store's
-// last answer on the claim and no later than the Retry's own, plus the
-// policy's delay. A broker that measures from its own (skewed) clock breaks
-// it.
+// worker's Retry has RunAfter = the store's clock as the worker knows it
+// (no earlier than the store's last answer on the claim before the handler
+// returned, no later than the Retry's own) plus the policy's delay. A
+// broker or worker that measures from its own clock (skewed in the
+// harness) breaks it.
 func storeClockDelays(c *runtimeCase) []string {
 	var out []string
 	for _, actor := range c.actors {

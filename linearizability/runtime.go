@@ -128,7 +128,7 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 			return nil, err
 		}
 		opts := []core.WorkerOption{
-			core.WithClock(base), core.WithConcurrency(ws.Concurrency), core.WithLease(ws.Lease),
+			core.WithClock(skewClock{base, ws.Skew}), core.WithConcurrency(ws.Concurrency), core.WithLease(ws.Lease),
 			core.WithPollInterval(ws.PollMin, ws.PollMax), core.WithShutdownTimeout(ws.Shutdown),
 			core.WithRetryPolicy(ws.Policy.Policy()),
 		}

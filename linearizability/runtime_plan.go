@@ -138,6 +138,9 @@ type WorkerSpec struct {
 	// BeatStall delays each of the worker's heartbeats (Extend) on its way
 	// to the store, in real time: the worker that stalls and loses leases.
 	BeatStall time.Duration `json:"beatStall,omitempty"`
+	// Skew is added to every reading of the worker's own clock: the
+	// store's clock, not the worker's, must measure a retry's delay.
+	Skew time.Duration `json:"skew,omitempty"`
 	// Unbatched hides the store's batch calls (core.BatchStore) from the
 	// worker, so it acknowledges one Ack at a time, as over a store
 	// without them.
@@ -308,8 +311,8 @@ func (p *RuntimePlan) String() string {
 	}
 	b.WriteString("\n")
 	for i, w := range p.Workers {
-		fmt.Fprintf(&b, "  %s: concurrency %d batch %d lease %s heartbeat %s poll %s..%s shutdown %s policy %s heartbeats stall %s unbatched %v\n",
-			workerName(i), w.Concurrency, w.Batch, ms(w.Lease), ms(w.HeartbeatEvery()), ms(w.PollMin), ms(w.PollMax), ms(w.Shutdown), w.Policy, ms(w.BeatStall), w.Unbatched)
+		fmt.Fprintf(&b, "  %s: concurrency %d batch %d lease %s heartbeat %s poll %s..%s shutdown %s policy %s heartbeats stall %s unbatched %v skew %s\n",
+			workerName(i), w.Concurrency, w.Batch, ms(w.Lease), ms(w.HeartbeatEvery()), ms(w.PollMin), ms(w.PollMax), ms(w.Shutdown), w.Policy, ms(w.BeatStall), w.Unbatched, ms(w.Skew))
 	}
 	for i, br := range p.Brokers {
 		run := "RunOnce at ticks"
@@ -410,6 +413,7 @@ func RuntimePlans(o RuntimeOptions) *rapid.Generator[*RuntimePlan] {
 				w.Heartbeat = d(1, int(w.Lease/unit)-1, "heartbeat")
 			}
 			w.Unbatched = rapid.IntRange(0, 2).Draw(t, "unbatched") == 2
+			w.Skew = time.Duration(rapid.IntRange(-2, 3).Draw(t, "worker skew")) * unit
 			if rapid.IntRange(0, 2).Draw(t, "beat stall?") == 2 {
 				w.BeatStall = time.Duration(rapid.IntRange(1, 6).Draw(t, "beat stall")) * time.Millisecond
 			}
