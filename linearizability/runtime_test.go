@@ -3,9 +3,14 @@ package linearizability_test
 import (
 	"context"
 	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 
 	"github.com/leasehold/leasehold/adapters/sqlite"
 	"github.com/leasehold/leasehold/internal/redistest"
@@ -81,9 +86,74 @@ func checkRuntime(t *testing.T, cfg linearizability.Config, f linearizability.Fa
 		}
 		// The first words are the mutant runner's (fuzz/mutants): how many
 		// histories and how long it took to find the violation.
-		t.Errorf("leasehold-check: violation after %d histories in %v: seed %d: %s; saved to %s%s\nrerun: LEASEHOLD_SEED=%d LEASEHOLD_HISTORIES=1 go test -run 'TestRuntimeHistories/%s' ./linearizability/",
-			fl.After+1, fl.Elapsed.Round(time.Millisecond), fl.Seed, fl.Verdict(), fl.Dir, b.String(), fl.Seed, rep.Adapter)
+		t.Errorf("leasehold-check: violation after %d histories in %v: seed %d: %s; saved to %s%s\nrerun: LEASEHOLD_SEED=%d LEASEHOLD_HISTORIES=1 LEASEHOLD_MODE=%s LEASEHOLD_FAULTS=%d go test -run 'TestRuntimeHistories/%s' ./linearizability/",
+			fl.After+1, fl.Elapsed.Round(time.Millisecond), fl.Seed, fl.Verdict(), fl.Dir, b.String(), fl.Seed, cfg.TimeMode, b2i(cfg.Faults), rep.Adapter)
 	}
+	if len(rep.Failures) == 0 || envInt(t, "LEASEHOLD_SHRINK", 1) == 0 {
+		return
+	}
+	fl := rep.Failures[0]
+	plan, dir, err, outcome := shrinkRuntime(cfg, fl, 5, envDuration(t, "LEASEHOLD_SHRINK_TIME", 20*time.Second))
+	if plan == nil {
+		t.Logf("rapid could not shrink the runtime plan (%s)", outcome)
+		return
+	}
+	t.Logf("rapid shrank the runtime plan from %d tasks, %d ticks, %d workers, %d brokers to %d, %d, %d, %d (%s); %s\n%s",
+		len(fl.RuntimePlan.Tasks), len(fl.RuntimePlan.Ticks), len(fl.RuntimePlan.Workers), len(fl.RuntimePlan.Brokers),
+		len(plan.Tasks), len(plan.Ticks), len(plan.Workers), len(plan.Brokers), outcome, where(dir, err), plan)
+}
+
+// shrinkRuntime asks rapid to minimise the runtime plan of a failure, as
+// shrink does for store-level plans: rapid starts from the plan of the
+// failure's seed and keeps a smaller plan if, in one of tries runs, it
+// breaks the property the failure broke first (or, for a failure of
+// linearizability alone, is not linearizable).
+func shrinkRuntime(cfg linearizability.Config, fl linearizability.Failure, tries int, limit time.Duration) (*linearizability.RuntimePlan, string, error, string) {
+	gen := linearizability.RuntimePlans(linearizability.RuntimeOptions{Mode: cfg.TimeMode, Faults: cfg.Faults})
+	restore := setFlags(map[string]string{
+		"rapid.seed":       strconv.FormatUint(fl.Seed, 10),
+		"rapid.checks":     "1",
+		"rapid.nofailfile": "true",
+		"rapid.shrinktime": limit.String(),
+	})
+	defer restore()
+	want := ""
+	if len(fl.Properties) > 0 {
+		want = fl.Properties[0].Property
+	}
+	var last struct {
+		plan  *linearizability.RuntimePlan
+		rh    *linearizability.RuntimeHistory
+		v     linearizability.Verdict
+		props []linearizability.Violation
+	}
+	tb := &quietTB{name: "shrink"}
+	rapid.Check(tb, func(t *rapid.T) {
+		plan := gen.Draw(t, "plan")
+		for range tries {
+			rh, err := linearizability.ExecuteRuntime(context.Background(), plan, cfg.Factory)
+			if err != nil {
+				t.Fatalf("execute: %v", err)
+			}
+			rh.History.Adapter, rh.History.Seed = cfg.Name, fl.Seed
+			v := linearizability.Check(rh.History, 10*time.Second)
+			props := linearizability.CheckRuntime(plan, rh)
+			broken := want == "" && !v.OK() || slices.ContainsFunc(props, func(p linearizability.Violation) bool { return p.Property == want })
+			if broken {
+				last.plan, last.rh, last.v, last.props = plan, rh, v, props
+				t.Fatalf("the plan still fails")
+			}
+		}
+	})
+	if last.plan == nil {
+		return nil, "", nil, tb.outcome()
+	}
+	out := cfg.OutDir
+	if out == "" {
+		out = linearizability.DefaultOutDir()
+	}
+	dir, err := linearizability.SaveRuntimeFailure(filepath.Join(out, "shrunk"), last.plan, last.rh, last.v, last.props)
+	return last.plan, dir, err, tb.outcome()
 }
 
 // TestRandomizedHistoriesThroughFaultProxy runs the store-level plans on
