@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/leasehold/leasehold/core"
@@ -88,6 +89,10 @@ func (s *Store) serve(c *wconn) {
 			continue
 		}
 		batch = append(batch[:0], first)
+		// Yield once before collecting: an operation issued at the same
+		// moment (a worker's next Pop beside the acknowledgement of its
+		// last task) is then queued in time to share this transaction.
+		runtime.Gosched()
 		var after *job // a direct job that ended the collection
 	collect:
 		for len(batch) < maxGroup {
