@@ -93,7 +93,7 @@ func checkRuntime(t *testing.T, cfg linearizability.Config, f linearizability.Fa
 		return
 	}
 	fl := rep.Failures[0]
-	plan, dir, err, outcome := shrinkRuntime(cfg, fl, 5, envDuration(t, "LEASEHOLD_SHRINK_TIME", 20*time.Second))
+	plan, dir, outcome, err := shrinkRuntime(cfg, fl, 5, envDuration(t, "LEASEHOLD_SHRINK_TIME", 20*time.Second))
 	if plan == nil {
 		t.Logf("rapid could not shrink the runtime plan (%s)", outcome)
 		return
@@ -108,7 +108,7 @@ func checkRuntime(t *testing.T, cfg linearizability.Config, f linearizability.Fa
 // failure's seed and keeps a smaller plan if, in one of tries runs, it
 // breaks the property the failure broke first (or, for a failure of
 // linearizability alone, is not linearizable).
-func shrinkRuntime(cfg linearizability.Config, fl linearizability.Failure, tries int, limit time.Duration) (*linearizability.RuntimePlan, string, error, string) {
+func shrinkRuntime(cfg linearizability.Config, fl linearizability.Failure, tries int, limit time.Duration) (plan *linearizability.RuntimePlan, dir, outcome string, err error) {
 	gen := linearizability.RuntimePlans(linearizability.RuntimeOptions{Mode: cfg.TimeMode, Faults: cfg.Faults})
 	restore := setFlags(map[string]string{
 		"rapid.seed":       strconv.FormatUint(fl.Seed, 10),
@@ -146,14 +146,14 @@ func shrinkRuntime(cfg linearizability.Config, fl linearizability.Failure, tries
 		}
 	})
 	if last.plan == nil {
-		return nil, "", nil, tb.outcome()
+		return nil, "", tb.outcome(), nil
 	}
 	out := cfg.OutDir
 	if out == "" {
 		out = linearizability.DefaultOutDir()
 	}
-	dir, err := linearizability.SaveRuntimeFailure(filepath.Join(out, "shrunk"), last.plan, last.rh, last.v, last.props)
-	return last.plan, dir, err, tb.outcome()
+	dir, err = linearizability.SaveRuntimeFailure(filepath.Join(out, "shrunk"), last.plan, last.rh, last.v, last.props)
+	return last.plan, dir, tb.outcome(), err
 }
 
 // TestRandomizedHistoriesThroughFaultProxy runs the store-level plans on
