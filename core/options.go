@@ -105,8 +105,9 @@ func WithRetryPolicy(p RetryPolicy) RunnerOption {
 }
 
 // WithBatchSize sets how many tasks one store call may handle, 1..MaxBatch.
-// A Worker pops up to this many tasks at once (default: its concurrency); a
-// Broker promotes and claims up to this many per call (default 100).
+// A Worker pops, and on a BatchStore acknowledges, up to this many tasks at
+// once (default: its concurrency); a Broker promotes and claims up to this
+// many per call (default 100).
 func WithBatchSize(n int) RunnerOption {
 	return func(c *common, r *runner) {
 		if n < 1 || n > MaxBatch {

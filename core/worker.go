@@ -566,7 +566,7 @@ func (w *Worker) decideFailure(base context.Context, j *job, herr error) {
 // up to AckLinger for more while other tasks of the worker still run, and
 // records the batch with one AckBatch.
 func (w *Worker) ackLoop(base context.Context) {
-	limit := min(w.concurrency, MaxBatch)
+	limit := w.batch
 	pending := make([]*job, 0, limit)
 	linger := time.NewTimer(AckLinger)
 	linger.Stop()

@@ -321,3 +321,31 @@ func TestWorkerKeepsRunningTasksAfterHandlersEndTheirGoroutines(t *testing.T) {
 		t.Fatalf("stats = %+v", st)
 	}
 }
+
+func TestWorkerWithBatchSizeOneAcksOneByOne(t *testing.T) {
+	clk := core.NewFakeClock(t0)
+	s := newBatchRecStore(t, clk)
+	const n = 4
+	for i := range n {
+		enqueue(t, s, clk, fmt.Sprintf("t%d", i))
+	}
+	var begun sync.WaitGroup
+	begun.Add(n)
+	release := make(chan struct{})
+	w := newWorker(t, s, clk, func(context.Context, core.Claim, core.Task) ([]byte, error) {
+		begun.Done()
+		<-release
+		return nil, nil
+	}, core.WithConcurrency(n), core.WithBatchSize(1))
+	stop := started(t, w)
+	begun.Wait()
+	close(release)
+	s.wait(t, "Ack", n)
+	stop()
+	if s.count("AckBatch") != 0 {
+		t.Fatalf("batch size 1, yet acks went through AckBatch: %v", s.snapshot())
+	}
+	if st := w.Stats(); st.Acked != n {
+		t.Fatalf("stats = %+v", st)
+	}
+}
