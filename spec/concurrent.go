@@ -201,6 +201,105 @@ var concurrentSuite = []concurrentCase{
 	}},
 }
 
+// concurrentBatchSuite checks that a batch is one atomic step: callers that
+// race with the same claims or IDs see each item succeed for exactly one of
+// them.
+var concurrentBatchSuite = []concurrentCase{
+	{"ConcurrentAckBatchesOfTheSameClaimsAckEachClaimOnce", func(t *testing.T, h Harness) {
+		c := newConcurrentEnv(t, h)
+		c.enqueueAll(concurrentTasks)
+		var claims []core.Claim
+		c.both(func(ctx context.Context, s core.Store) error {
+			res, err := s.Pop(ctx, core.PopParams{Queue: DefaultQueue, Lease: time.Minute, N: concurrentTasks})
+			if err == nil && len(res.Tasks) != concurrentTasks {
+				err = fmt.Errorf("Pop returned %d tasks", len(res.Tasks))
+			}
+			if s == c.store {
+				for _, task := range res.Tasks {
+					claims = append(claims, task.Claim())
+				}
+			}
+			return err
+		})
+		bs := c.batchStore()
+		var turn sync.Mutex
+		next := 0
+		results := c.together(func(ctx context.Context) ([]string, error) {
+			// Each caller acks every claim, starting at its own offset.
+			turn.Lock()
+			offset := next
+			next += 3
+			turn.Unlock()
+			acks := make([]core.AckItem, len(claims))
+			for i := range claims {
+				acks[i] = core.AckItem{Claim: claims[(i+offset)%len(claims)], Result: []byte("ok")}
+			}
+			res, err := bs.AckBatch(ctx, core.AckBatchParams{Queue: DefaultQueue, Acks: acks})
+			if err != nil {
+				return nil, err
+			}
+			var mine []string
+			for i, it := range res.Items {
+				var te *model.TransitionError
+				switch {
+				case it.Err == nil:
+					mine = append(mine, acks[i].Claim.TaskID)
+				case errors.As(it.Err, &te) && te.Op == model.OpAck && te.State == core.Succeeded:
+				default:
+					return mine, fmt.Errorf("item %d (%s): %v, want success or an invalid transition from succeeded", i, acks[i].Claim.TaskID, it.Err)
+				}
+			}
+			return mine, nil
+		})
+		c.exactlyOnce("AckBatch", results)
+		c.each(func(task core.Task) {
+			if task.State != core.Succeeded || string(task.Result) != "ok" {
+				t.Errorf("after the batches: %s", formatTask(task))
+			}
+		})
+	}},
+	{"ConcurrentEnqueueBatchesOfTheSameIDsAddEachTaskOnce", func(t *testing.T, h Harness) {
+		c := newConcurrentEnv(t, h)
+		for i := range concurrentTasks {
+			c.ids = append(c.ids, fmt.Sprintf("t%02d", i))
+		}
+		bs := c.batchStore()
+		results := c.together(func(ctx context.Context) ([]string, error) {
+			tasks := make([]model.EnqueueArgs, len(c.ids))
+			for i, id := range c.ids {
+				tasks[len(tasks)-1-i] = model.EnqueueArgs{ID: id, MaxAttempts: 1}
+			}
+			res, err := bs.EnqueueBatch(ctx, core.EnqueueBatchParams{Queue: DefaultQueue, Tasks: tasks})
+			if err != nil {
+				return nil, err
+			}
+			var mine []string
+			for i, it := range res.Items {
+				switch {
+				case it.Err == nil:
+					mine = append(mine, tasks[i].ID)
+				case errors.Is(it.Err, core.ErrConflict):
+				default:
+					return mine, fmt.Errorf("item %d (%s): %v, want success or a conflict", i, tasks[i].ID, it.Err)
+				}
+			}
+			return mine, nil
+		})
+		c.exactlyOnce("EnqueueBatch", results)
+	}},
+}
+
+// batchStore returns the store as a core.BatchStore, failing the test when it
+// is not one.
+func (c *concurrentEnv) batchStore() core.BatchStore {
+	c.t.Helper()
+	bs, ok := c.store.(core.BatchStore)
+	if !ok {
+		c.t.Fatal(errNoBatch(c.store))
+	}
+	return bs
+}
+
 // concurrentEnv is a store shared by goroutines, and a model that replays
 // the sequential part of the test for comparison.
 type concurrentEnv struct {
