@@ -32,13 +32,13 @@ type Property struct {
 }
 
 // RuntimeProperties are the properties CheckRuntime checks, each written
-// once, below.
+// once, as a function of properties.go whose doc says the rule it pins.
 var RuntimeProperties = []Property{
 	{"no-bypass", "a worker or broker never issues an operator op, and decides only through a claim its own Pop or ClaimExpired returned", noBypass},
 	{"handler-outcome", "the outcome a worker records is the one its handler returned, as the retry policy says", handlerOutcome},
 	{"heartbeat-lease", "every Extend carries the worker's lease, and a worker whose heartbeats reach the store in time never loses its claim", heartbeatLease},
 	{"pass-decides-expired", "a broker pass claims until none is left expired, across batches, and decides each task it claimed", passDecidesExpired},
-	{"store-clock-delays", "a broker decides as its policy says, its delay measured from the store's reading in ClaimExpired; a worker's retry delay from a reading no earlier than its claim", storeClockDelays},
+	{"store-clock-delays", "a broker decides as its policy says, its delay measured from the store's reading in ClaimExpired; a worker's retry delay from the store's clock as the worker last read it", storeClockDelays},
 	{"quiescence", "once producers stop and time passes, every task not removed is terminal, and each Succeeded task had exactly one accepted Ack, with its claim's token", quiescence},
 }
 
