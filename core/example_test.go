@@ -8,6 +8,7 @@ import (
 
 	"github.com/leasehold/leasehold/adapters/memory"
 	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/model"
 )
 
 func ExampleQueue_Enqueue() {
@@ -176,4 +177,42 @@ func Example_fencing() {
 	// B acks: <nil>
 	// A pays: token 2 refused: token 5 wrote invoice-7
 	// A acks, stale: true
+}
+
+func ExampleBatchStore() {
+	ctx := context.Background()
+	clock := core.NewFakeClock(time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC))
+	var store core.Store = memory.New(memory.WithClock(clock))
+	bs := store.(core.BatchStore) // every adapter of this module is one
+
+	// Each item is answered on its own: the duplicate ID is refused, the
+	// others are added, all in one atomic step.
+	added, _ := bs.EnqueueBatch(ctx, core.EnqueueBatchParams{Queue: "mail", Tasks: []model.EnqueueArgs{
+		{ID: "a", MaxAttempts: 3}, {ID: "a", MaxAttempts: 3}, {ID: "b", MaxAttempts: 3},
+	}})
+	for i, it := range added.Items {
+		if it.Err != nil {
+			fmt.Println("enqueue item", i, "refused, conflict:", errors.Is(it.Err, core.ErrConflict))
+			continue
+		}
+		fmt.Println("enqueue item", i, it.Task.ID, it.Task.State)
+	}
+
+	popped, _ := store.Pop(ctx, core.PopParams{Queue: "mail", Lease: time.Minute, N: 2})
+	acks := []core.AckItem{}
+	for _, t := range popped.Tasks {
+		acks = append(acks, core.AckItem{Claim: t.Claim(), Result: []byte("sent")})
+	}
+	acks = append(acks, acks[0]) // the same claim twice: acknowledged once
+	acked, _ := bs.AckBatch(ctx, core.AckBatchParams{Queue: "mail", Acks: acks})
+	for i, it := range acked.Items {
+		fmt.Println("ack item", i, it.Err == nil, errors.Is(it.Err, core.ErrInvalidTransition))
+	}
+	// Output:
+	// enqueue item 0 a ready
+	// enqueue item 1 refused, conflict: true
+	// enqueue item 2 b ready
+	// ack item 0 true false
+	// ack item 1 true false
+	// ack item 2 false true
 }
