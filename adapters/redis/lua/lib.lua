@@ -184,59 +184,58 @@ end
 
 local function bad(t, detail) refuse(CORRUPT, t.key, detail) end
 
--- num checks that field f of a loaded task is an integer a double holds
--- exactly, in lo..hi (nil: open).
-local function num(t, f, lo, hi)
-  local n = t[f]
-  if type(n) ~= 'number' or n ~= math.floor(n) or n > MAX_SAFE or n < -MAX_SAFE or
-    (lo and n < lo) or (hi and n > hi) then
-    bad(t, 'field ' .. f .. ' = ' .. tostring(n))
-  end
+-- whole reports whether n is an integer a double holds exactly.
+local function whole(n)
+  return type(n) == 'number' and n == math.floor(n) and n <= MAX_SAFE and n >= -MAX_SAFE
 end
 
--- tm checks a time field: false (unset) or an integer.
-local function tm(t, f)
-  if t[f] ~= false then num(t, f) end
-end
+-- bad_field refuses a task whose field f holds n.
+local function bad_field(key, f, n) refuse(CORRUPT, key, 'field ' .. f .. ' = ' .. tostring(n)) end
 
 -- parse_task checks the packed value v of the task at key and returns a
 -- table of its fields (and packed: v). Anything that does not parse, or
--- breaks a rule every task keeps, refuses with CORRUPT.
+-- breaks a rule every task keeps, refuses with CORRUPT. The checks work on
+-- locals and build the table once, at the end: this runs for every task
+-- every operation reads.
 local function parse_task(key, id, v, seq)
   local ok, a, extra = pcall(cmsgpack.unpack, v)
   if not ok or type(a) ~= 'table' or extra ~= nil or #a ~= 16 then
     refuse(CORRUPT, key, 'not a packed task')
   end
-  local t = {key = key, id = id, packed = v, payload = a[1], priority = a[2],
-    state = a[3], attempt = a[4], max_attempts = a[5], version = a[6],
-    token = a[7], enqueued_at = a[8], run_after = a[9], claimed_at = a[10],
-    deadline = a[11], finished_at = a[12], errors = a[13], result = a[14],
-    req = a[15], origin = a[16]}
-  if type(t.payload) ~= 'string' or type(t.state) ~= 'string' or type(t.errors) ~= 'string' or
-    type(t.result) ~= 'string' or type(t.req) ~= 'string' or type(t.origin) ~= 'string' then
+  local payload, priority, state, attempt, max_attempts, version, token, enqueued_at,
+    run_after, claimed_at, deadline, finished_at, errors, result, req, origin = unpack(a)
+  if type(payload) ~= 'string' or type(state) ~= 'string' or type(errors) ~= 'string' or
+    type(result) ~= 'string' or type(req) ~= 'string' or type(origin) ~= 'string' then
     refuse(CORRUPT, key, 'a field of the task is not a string')
   end
-  if not ORDER[t.state] then bad(t, 'field state = ' .. t.state) end
-  num(t, 'priority', MIN_PRIORITY, MAX_PRIORITY)
-  num(t, 'attempt', 0)
-  num(t, 'max_attempts', 1)
-  num(t, 'version', 1, seq)
-  num(t, 'token', 0, t.version)
-  tm(t, 'enqueued_at'); tm(t, 'run_after'); tm(t, 'claimed_at'); tm(t, 'deadline'); tm(t, 'finished_at')
-  if not t.enqueued_at then bad(t, 'no enqueued_at') end
-  if not parse_errors(t.errors) then bad(t, 'field errors does not parse') end
-  local st = t.state
-  if st == 'running' then
-    if t.token == 0 or not t.claimed_at or not t.deadline or t.attempt < 1 or t.finished_at then
-      bad(t, 'running task without its claim')
+  if not ORDER[state] then refuse(CORRUPT, key, 'field state = ' .. state) end
+  if not whole(priority) or priority < MIN_PRIORITY or priority > MAX_PRIORITY then bad_field(key, 'priority', priority) end
+  if not whole(attempt) or attempt < 0 then bad_field(key, 'attempt', attempt) end
+  if not whole(max_attempts) or max_attempts < 1 then bad_field(key, 'max_attempts', max_attempts) end
+  if not whole(version) or version < 1 or version > seq then bad_field(key, 'version', version) end
+  if not whole(token) or token < 0 or token > version then bad_field(key, 'token', token) end
+  if not (enqueued_at == false or whole(enqueued_at)) then bad_field(key, 'enqueued_at', enqueued_at) end
+  if not (run_after == false or whole(run_after)) then bad_field(key, 'run_after', run_after) end
+  if not (claimed_at == false or whole(claimed_at)) then bad_field(key, 'claimed_at', claimed_at) end
+  if not (deadline == false or whole(deadline)) then bad_field(key, 'deadline', deadline) end
+  if not (finished_at == false or whole(finished_at)) then bad_field(key, 'finished_at', finished_at) end
+  if not enqueued_at then refuse(CORRUPT, key, 'no enqueued_at') end
+  if errors ~= '' and not parse_errors(errors) then refuse(CORRUPT, key, 'field errors does not parse') end
+  if state == 'running' then
+    if token == 0 or not claimed_at or not deadline or attempt < 1 or finished_at then
+      refuse(CORRUPT, key, 'running task without its claim')
     end
-  elseif st == 'ready' or st == 'scheduled' then
-    if t.token ~= 0 or t.claimed_at or t.deadline or t.finished_at then bad(t, st .. ' task holding a claim') end
-    if st == 'scheduled' and not t.run_after then bad(t, 'scheduled task without run_after') end
-  elseif not t.finished_at or t.deadline then
-    bad(t, st .. ' task without finished_at')
+  elseif state == 'ready' or state == 'scheduled' then
+    if token ~= 0 or claimed_at or deadline or finished_at then refuse(CORRUPT, key, state .. ' task holding a claim') end
+    if state == 'scheduled' and not run_after then refuse(CORRUPT, key, 'scheduled task without run_after') end
+  elseif not finished_at or deadline then
+    refuse(CORRUPT, key, state .. ' task without finished_at')
   end
-  return t
+  return {key = key, id = id, packed = v, payload = payload, priority = priority,
+    state = state, attempt = attempt, max_attempts = max_attempts, version = version,
+    token = token, enqueued_at = enqueued_at, run_after = run_after, claimed_at = claimed_at,
+    deadline = deadline, finished_at = finished_at, errors = errors, result = result,
+    req = req, origin = origin}
 end
 
 -- load_task reads the task at key (one GET) and checks it: nil when there
