@@ -390,8 +390,9 @@ func storeClockDelays(c *runtimeCase) []string {
 // quiescence pins "at quiescence every task not removed is terminal, and
 // each Succeeded task had exactly one accepted Ack (or AckBatch item),
 // whose token is its claim's": once the producer stopped and time passed,
-// every component stopped when told to, the final listing holds no
-// Scheduled, Ready or Running task, and since the last operator requeue of
+// every component stopped when told to, the final listing holds every task
+// whose Enqueue was accepted and that no operator removed, none of them
+// Scheduled, Ready or Running, and since the last operator requeue of
 // a Succeeded task exactly one Ack of it was accepted, with the token the
 // task holds (or, when that Ack's answer was lost, none was and an
 // indeterminate one carried that token).
@@ -403,6 +404,22 @@ func quiescence(c *runtimeCase) []string {
 	if !c.rh.Stopped {
 		out = append(out, "workers or brokers did not return within "+ms(stopBudget+5*time.Second)+" of being told to stop")
 		return out
+	}
+	listed := map[string]bool{}
+	for _, t := range c.rh.Final {
+		listed[t.ID] = true
+	}
+	for _, op := range c.ops {
+		if op.Input.Op != model.OpEnqueue || op.Output.Err != "" || op.Output.Indeterminate || listed[op.Input.Enqueue.ID] {
+			continue
+		}
+		id := op.Input.Enqueue.ID
+		removed := slices.ContainsFunc(c.ops, func(r *Operation) bool {
+			return r.Input.Op == model.OpRemove && r.Input.ID == id && (r.Output.Err == "" || r.Output.Indeterminate)
+		})
+		if !removed {
+			out = append(out, fmt.Sprintf("%s was enqueued (version %d), never removed, and is not in the final listing", id, op.Output.Task.Version))
+		}
 	}
 	for _, t := range c.rh.Final {
 		if t.State != model.Succeeded && t.State != model.Failed {
