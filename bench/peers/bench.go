@@ -132,7 +132,7 @@ func systems() []system {
 type env struct {
 	cfg      config
 	redisURL string
-	admin    *goredis.Client // the bench's own connection: FLUSHALL, CONFIG RESETSTAT, INFO
+	admin    *goredis.Client // the bench's own connection: FLUSHDB, CONFIG RESETSTAT, INFO
 	dir      string
 	files    atomic.Int64 // names the SQLite files
 	rep      *report
@@ -317,7 +317,7 @@ func measure(ctx context.Context, e *env, s system, w workload) (smp sample) {
 	setup, cancel := context.WithTimeout(ctx, setupLimit)
 	defer cancel()
 	if e.admin != nil && s.group == "redis" {
-		if err := e.admin.FlushAll(setup).Err(); err != nil {
+		if err := e.admin.FlushDB(setup).Err(); err != nil {
 			return sample{err: err}
 		}
 	}

@@ -39,7 +39,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.tasks, "tasks", 20000, "tasks per measurement")
 	fs.IntVar(&c.rounds, "rounds", 3, "rounds; each round measures every cell once, systems interleaved")
 	only := fs.String("only", "", "comma-separated filters on cell names group/system/workload, each a glob (path.Match) or a substring: e.g. redis, sqlite-normal/river, */leasehold/process-*")
-	fs.StringVar(&c.redisURL, "redis", "", "URL of a Redis to use (it is flushed!); empty: start a private redis-server on a free port")
+	fs.StringVar(&c.redisURL, "redis", "", "URL of a Redis to use (its database is flushed before every measurement!); empty: start a private redis-server on a free port")
 	fs.StringVar(&c.pgURL, "postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL URL for River (a schema of its own is created and dropped); empty: leave PostgreSQL out")
 	fs.DurationVar(&c.cellLimit, "cell-limit", 20*time.Second, "time limit of one timed measurement; a cell that reaches it reports the rate of the tasks done so far, marked †")
 	fs.StringVar(&c.dir, "dir", "", "folder for the SQLite files (default: a new temporary folder, removed at the end)")
