@@ -19,13 +19,12 @@ return run(function()
   local seq = load_seq()
   local t = claimed(ARGV[2], ARGV[3], seq)
   reserve(seq, 1)
-  writable(target('succeeded'))
 
-  unindex(t)
+  t.was = t.state
   t.version = seq + 1
   t.result = ARGV[4]
   finish(t, 'succeeded', now)
-  store(t)
+  move(t)
   redis.call('SET', KEYS[1], fmt(t.version))
   return emit({OK, fmt(now)}, t)
 end)

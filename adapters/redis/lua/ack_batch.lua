@@ -60,7 +60,6 @@ return run(function()
     end
     return out
   end
-  writable(target('succeeded'))
 
   local items, acked = {}, {}
   local version = seq

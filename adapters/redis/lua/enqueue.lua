@@ -40,10 +40,8 @@ return run(function()
     attempt = 0, max_attempts = max_attempts, version = seq + 1,
     enqueued_at = now, errors = '', result = ''}
   queue_at(t, now, run_after)
-  writable(target(t.state))
 
+  move(t)
   redis.call('SET', KEYS[1], fmt(t.version))
-  index(t)
-  save(t)
   return emit({OK, fmt(now)}, t)
 end)

@@ -64,8 +64,6 @@ return run(function()
   if capacity > 0 then
     for _, i in ipairs({6, 7, 8}) do pending = pending + rcall(KEYS[i], 'ZCARD', KEYS[i]) end
   end
-  writable(target('ready'))
-  writable(target('scheduled'))
 
   local items, added = {}, {}
   local version = seq

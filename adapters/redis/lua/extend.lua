@@ -20,10 +20,10 @@ return run(function()
   local t = claimed(ARGV[2], ARGV[3], seq)
   reserve(seq, 1)
 
-  unindex(t)
+  t.was = t.state
   t.version = seq + 1
   t.deadline = deadline
-  store(t)
+  move(t)
   redis.call('SET', KEYS[1], fmt(t.version))
   return emit({OK, fmt(now)}, t)
 end)

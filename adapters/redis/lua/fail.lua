@@ -19,13 +19,12 @@ return run(function()
   local seq = load_seq()
   local t = claimed(ARGV[2], ARGV[3], seq)
   reserve(seq, 1)
-  writable(target('failed'))
 
-  unindex(t)
+  t.was = t.state
   t.version = seq + 1
   t.errors = t.errors .. error_entry(t.attempt, now, false, ARGV[4])
   finish(t, 'failed', now)
-  store(t)
+  move(t)
   redis.call('SET', KEYS[1], fmt(t.version))
   return emit({OK, fmt(now)}, t)
 end)

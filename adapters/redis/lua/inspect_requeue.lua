@@ -22,14 +22,13 @@ return run(function()
   if t.state == 'ready' then refuse(TRANSITION, t.state) end
   check_indexed(t)
   reserve(seq, 1)
-  writable(target('ready'))
 
-  unindex(t)
+  t.was = t.state
   t.version = seq + 1
   t.attempt = 0
   t.result = ''
   queue_at(t, 0, false)
-  store(t)
+  move(t)
   redis.call('SET', KEYS[1], fmt(t.version))
   return emit({OK, fmt(now)}, t)
 end)

@@ -345,11 +345,6 @@ local function unindex(t)
   redis.call('ZREM', KEYS[IDS[t.state]], t.id)
 end
 
-local function index(t)
-  redis.call('ZADD', KEYS[ORDER[t.state]], fmt(score(t)), t.id)
-  redis.call('ZADD', KEYS[IDS[t.state]], 0, t.id)
-end
-
 -- save writes the task's packed value (its fields, the call's request ID
 -- and the origin: the call's for a new task) in one SET, and keeps it for
 -- emit.
@@ -366,21 +361,39 @@ local function save(t)
   redis.call('SET', t.key, t.packed)
 end
 
--- store_all writes many changed tasks at once: each out of the indexes of
--- the state it was in (t.was, nil for a new task) and into those of its
--- state, then saved, with one ZREM or ZADD per index and one MSET.
+-- zadd_first adds id at sc to the index KEYS[k] as a call's first write: a
+-- key of another type fails the ZADD with nothing written yet, and refuses.
+-- This spares a TYPE read of that key.
+local function zadd_first(k, sc, id)
+  local r = redis.pcall('ZADD', KEYS[k], sc, id)
+  if type(r) == 'table' and r.err then refuse(CORRUPT, KEYS[k], r.err) end
+end
+
+-- move writes a task a call changed, as the call's first write: out of the
+-- indexes of the state it was in (t.was, nil for a new task) and into those
+-- of its state, then saved. It checks the keys it writes before it writes:
+-- the ID index of the new state with TYPE (when the state changes), the
+-- order index with the ZADD that comes first. An index both states share is
+-- written once (a ZADD updates the score).
+local function move(t)
+  local was, o, i = t.was, ORDER[t.state], IDS[t.state]
+  if was ~= t.state then writable(i) end
+  zadd_first(o, fmt(score(t)), t.id)
+  if was and ORDER[was] ~= o then redis.call('ZREM', KEYS[ORDER[was]], t.id) end
+  if was ~= t.state then
+    if was then redis.call('ZREM', KEYS[IDS[was]], t.id) end
+    redis.call('ZADD', KEYS[i], 0, t.id)
+  end
+  save(t)
+end
+
+-- store_all writes many changed tasks at once, as the call's first writes:
+-- each out of the indexes of the state it was in (t.was, nil for a new
+-- task) and into those of its state, then saved, with one ZREM or ZADD per
+-- index and one MSET. Every index it adds to is checked with TYPE first.
 local function store_all(ts)
   if #ts == 0 then return end
-  if #ts == 1 then
-    local t = ts[1]
-    if t.was then
-      redis.call('ZREM', KEYS[ORDER[t.was]], t.id)
-      redis.call('ZREM', KEYS[IDS[t.was]], t.id)
-    end
-    index(t)
-    save(t)
-    return
-  end
+  if #ts == 1 then return move(ts[1]) end
   local rems, adds, mset = {}, {}, {}
   local function list(m, k)
     local l = m[k]
@@ -388,22 +401,28 @@ local function store_all(ts)
     return l
   end
   for _, t in ipairs(ts) do
-    if t.was then
-      local l = list(rems, ORDER[t.was])
-      l[#l + 1] = t.id
-      l = list(rems, IDS[t.was])
+    local was, o = t.was, ORDER[t.state]
+    if was and ORDER[was] ~= o then
+      local l = list(rems, ORDER[was])
       l[#l + 1] = t.id
     end
-    local l = list(adds, ORDER[t.state])
+    if was ~= t.state then
+      if was then
+        local l = list(rems, IDS[was])
+        l[#l + 1] = t.id
+      end
+      local l = list(adds, IDS[t.state])
+      l[#l + 1] = '0'
+      l[#l + 1] = t.id
+    end
+    local l = list(adds, o)
     l[#l + 1] = fmt(score(t))
-    l[#l + 1] = t.id
-    l = list(adds, IDS[t.state])
-    l[#l + 1] = '0'
     l[#l + 1] = t.id
     pack(t)
     mset[#mset + 1] = t.key
     mset[#mset + 1] = t.packed
   end
+  for k in pairs(adds) do writable(k) end
   for k, l in pairs(rems) do bulk('ZREM', KEYS[k], l, 1) end
   for k, l in pairs(adds) do bulk('ZADD', KEYS[k], l, 2) end
   bulk('MSET', nil, mset, 2)
@@ -465,15 +484,9 @@ local function carried(ids, seq)
   return out
 end
 
--- The write helpers below change a loaded task (a Lua table) and move it
--- between indexes (unindex, change, store); they run only after every check
--- of the script passed.
-
--- store indexes and saves a task changed after unindex(t).
-local function store(t)
-  index(t)
-  save(t)
-end
+-- The write helpers below change a loaded task (a Lua table); a script
+-- marks the state it leaves (t.was) and writes the task with move or
+-- store_all, after every check of the script passed.
 
 -- queue_at returns the task to the queue: Scheduled if run_after is after
 -- now, else Ready; the claim and its timestamps are cleared.
@@ -493,9 +506,6 @@ local function finish(t, state, now)
   t.finished_at = now
   t.deadline = false
 end
-
--- the zset keys a transition into state writes
-local function target(state) return ORDER[state], IDS[state] end
 
 -- The guards. Tokens and versions from the caller are compared as decimal
 -- strings, so a forged value of any size is just a mismatch.

@@ -24,7 +24,6 @@ return run(function()
   end
   local due = scan('scheduled', fmt(now), limit, seq)
   reserve(seq, #due)
-  writable(target('ready'))
 
   local out = {OK, fmt(now)}
   for _, t in ipairs(due) do

@@ -21,14 +21,12 @@ return run(function()
   local seq = load_seq()
   local t = claimed(ARGV[2], ARGV[3], seq)
   reserve(seq, 1)
-  writable(target('ready'))
-  writable(target('scheduled'))
 
-  unindex(t)
+  t.was = t.state
   t.version = seq + 1
   t.errors = t.errors .. error_entry(t.attempt, now, false, ARGV[5])
   queue_at(t, now, run_after)
-  store(t)
+  move(t)
   redis.call('SET', KEYS[1], fmt(t.version))
   return emit({OK, fmt(now)}, t)
 end)
