@@ -380,8 +380,13 @@ func RuntimePlans(o RuntimeOptions) *rapid.Generator[*RuntimePlan] {
 		// Real time runs on a scale of its own: leases long enough that a
 		// busy machine's scheduling delays do not lapse every one.
 		unit := time.Millisecond
+		// stall is the unit of a stalled heartbeat or decision, in real
+		// time: in FakeTime the clock moves on while a call is stalled past
+		// settleMax; in RealTime a stall must outlast a good part of a
+		// lease for the lease to lapse.
+		stall := time.Millisecond
 		if p.Mode == RealTime {
-			unit = 4 * time.Millisecond
+			unit, stall = 4*time.Millisecond, 8*time.Millisecond
 		}
 		d := func(lo, hi int, label string) time.Duration {
 			return time.Duration(rapid.IntRange(lo, hi).Draw(t, label)) * unit
@@ -415,7 +420,7 @@ func RuntimePlans(o RuntimeOptions) *rapid.Generator[*RuntimePlan] {
 			w.Unbatched = rapid.IntRange(0, 2).Draw(t, "unbatched") == 2
 			w.Skew = time.Duration(rapid.IntRange(-2, 3).Draw(t, "worker skew")) * unit
 			if rapid.IntRange(0, 2).Draw(t, "beat stall?") == 2 {
-				w.BeatStall = time.Duration(rapid.IntRange(1, 6).Draw(t, "beat stall")) * time.Millisecond
+				w.BeatStall = time.Duration(rapid.IntRange(1, 6).Draw(t, "beat stall")) * stall
 			}
 			p.Workers = append(p.Workers, w)
 		}
@@ -429,7 +434,7 @@ func RuntimePlans(o RuntimeOptions) *rapid.Generator[*RuntimePlan] {
 				Loop:     rapid.IntRange(0, 2).Draw(t, "loop") == 2,
 			}
 			if rapid.IntRange(0, 2).Draw(t, "decide stall?") == 2 {
-				br.DecideStall = time.Duration(rapid.IntRange(1, 4).Draw(t, "decide stall")) * time.Millisecond
+				br.DecideStall = time.Duration(rapid.IntRange(1, 4).Draw(t, "decide stall")) * stall
 			}
 			p.Brokers = append(p.Brokers, br)
 		}
