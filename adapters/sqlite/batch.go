@@ -29,7 +29,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (co
 	items := make([]core.ItemResult, len(p.Tasks))
 	now, err := s.write(ctx, p.Queue, func() error { return validBatch(len(p.Tasks)) }, func(t tx, now time.Time) error {
 		clear(items) // the committer may run an operation again in a new transaction
-		base, _, err := t.seq(p.Queue)
+		base, err := t.seq(p.Queue)
 		if err != nil {
 			return err
 		}
@@ -78,7 +78,7 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 	items := make([]core.ItemResult, len(p.Acks))
 	now, err := s.write(ctx, p.Queue, validate, func(t tx, now time.Time) error {
 		clear(items)
-		base, _, err := t.seq(p.Queue)
+		base, err := t.seq(p.Queue)
 		if err != nil {
 			return err
 		}

@@ -65,9 +65,9 @@ func (t tx) draw(queue string, n int) (int64, error) {
 	return last, nil
 }
 
-// seq reads the queue's sequence without changing it; fresh is true when the
-// queue has no row yet (and then no task).
-func (t tx) seq(queue string) (last int64, fresh bool, err error) {
+// seq reads the queue's sequence without changing it: 0 for a queue that
+// has no row yet (and then no task).
+func (t tx) seq(queue string) (int64, error) {
 	var raw any
 	var isInt bool
 	switch err := t.queryRow(sqlSeq, queue).Scan(&raw, &isInt); {
@@ -75,19 +75,19 @@ func (t tx) seq(queue string) (last int64, fresh bool, err error) {
 		var one int
 		switch err := t.queryRow(sqlAnyTask, queue).Scan(&one); {
 		case err == nil:
-			return 0, false, corrupt("queue %q has tasks but no sequence", queue)
+			return 0, corrupt("queue %q has tasks but no sequence", queue)
 		case !errors.Is(err, sql.ErrNoRows):
-			return 0, false, err
+			return 0, err
 		}
-		return 0, true, nil
+		return 0, nil
 	case err != nil:
-		return 0, false, err
+		return 0, err
 	}
 	last, ok := raw.(int64)
 	if !ok || !isInt {
-		return 0, false, corrupt("queue %q: the sequence %v is not an integer", queue, abbreviate(raw))
+		return 0, corrupt("queue %q: the sequence %v is not an integer", queue, abbreviate(raw))
 	}
-	return last, false, nil
+	return last, nil
 }
 
 // advanceTo moves the queue's sequence past the n values a statement used,
@@ -116,7 +116,7 @@ func (t tx) stamped(queue string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if _, _, serr := t.seq(queue); serr != nil && errors.Is(serr, core.ErrCorrupt) {
+	if _, serr := t.seq(queue); serr != nil && errors.Is(serr, core.ErrCorrupt) {
 		return serr
 	}
 	return err
@@ -360,7 +360,7 @@ func (t tx) popSelectUpdate(queue string, n int, now, deadline time.Time) ([]mod
 	if len(tasks) == 0 {
 		return []model.Task{}, nil
 	}
-	base, _, err := t.seq(queue)
+	base, err := t.seq(queue)
 	if err != nil {
 		return nil, err
 	}
