@@ -144,7 +144,8 @@
 // 3ms, so a stalled call sees time pass). Then it drains: time passes
 // until no task is Scheduled, Ready or Running (3s at most), stops every
 // component, and lists the queue through a recorded inspector. In RealTime
-// the same happens on the system clock, at four times the scale.
+// the same happens on the system clock, at four times the scale (stalled
+// heartbeats and decisions at eight), so leases lapse there too.
 //
 // Porcupine checks the history as in the store-level mode, and
 // CheckRuntime checks RuntimeProperties on it, each a function of
