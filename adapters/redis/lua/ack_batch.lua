@@ -34,10 +34,12 @@ return run(function()
       ids[#ids + 1] = id
     end
   end
+  local found = {}
   for i, t in ipairs(load_tasks(ids, seq)) do
-    if t and not m then check_indexed(t) end
+    if t then found[#found + 1] = t end
     tasks[ids[i]] = t
   end
+  if not m then check_all(found) end
   if m then
     if #m ~= n then refuse(CORRUPT, KEYS[12], 'remembered answer of ' .. #m .. ' items') end
     local out = {OK, fmt(now)}

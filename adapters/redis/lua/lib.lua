@@ -307,21 +307,75 @@ local function check_indexed(t, got)
   if not rcall(ik, 'ZSCORE', ik, t.id) then bad(t, 'not in ' .. ik) end
 end
 
+-- scores returns the scores of ids in the index KEYS[k] (false where
+-- absent), with ZMSCORE, or one ZSCORE each on a server without it.
+local function scores(k, ids)
+  local key, out = KEYS[k], {}
+  for i = 1, #ids, 1000 do
+    local j = math.min(i + 999, #ids)
+    local r = redis.pcall('ZMSCORE', key, unpack(ids, i, j))
+    if type(r) == 'table' and r.err then
+      if string.find(r.err, 'WRONGTYPE', 1, true) then refuse(CORRUPT, key, r.err) end
+      r = {}
+      for x = i, j do r[#r + 1] = rcall(key, 'ZSCORE', key, ids[x]) end
+    end
+    for x = 1, #r do out[i + x - 1] = r[x] end
+  end
+  return out
+end
+
+-- check_all checks tasks as check_indexed does, with one ZMSCORE per index
+-- for all of them instead of a ZSCORE per task (got[i]: the order score of
+-- ts[i] already read, if any).
+local function check_all(ts, got)
+  if #ts == 1 then return check_indexed(ts[1], got and got[1]) end
+  local by = {}
+  local function add(k, t)
+    local l = by[k]
+    if not l then l = {ids = {}, ts = {}}; by[k] = l end
+    l.ids[#l.ids + 1] = t.id
+    l.ts[#l.ts + 1] = t
+  end
+  for i, t in ipairs(ts) do
+    local o = ORDER[t.state]
+    if got and got[i] ~= nil then
+      if not got[i] or tonumber(got[i]) ~= score(t) then
+        bad(t, 'not in ' .. KEYS[o] .. ' at its score (found ' .. tostring(got[i]) .. ')')
+      end
+    else
+      add(o, t)
+    end
+    add(IDS[t.state], t)
+  end
+  for k, l in pairs(by) do
+    local r = scores(k, l.ids)
+    for x, t in ipairs(l.ts) do
+      if k == IDS[t.state] then
+        if not r[x] then bad(t, 'not in ' .. KEYS[k]) end
+      elseif not r[x] or tonumber(r[x]) ~= score(t) then
+        bad(t, 'not in ' .. KEYS[k] .. ' at its score (found ' .. tostring(r[x]) .. ')')
+      end
+    end
+  end
+end
+
 -- must_tasks loads the tasks of index entries (r: ID, score, ID, score...
 -- of the order index of state): a missing one is CORRUPT, and so is one in
 -- another state than the index, or at another score.
 local function must_tasks(r, state, seq)
-  local ids = {}
-  for i = 1, #r, 2 do ids[#ids + 1] = r[i] end
+  local ids, got = {}, {}
+  for i = 1, #r, 2 do
+    ids[#ids + 1] = r[i]
+    got[#got + 1] = r[i + 1]
+  end
   local ts = load_tasks(ids, seq)
   for i, t in ipairs(ts) do
     if not t then refuse(CORRUPT, KEYS[ORDER[state]], 'entry ' .. ids[i] .. ' without its task') end
     if t.state ~= state then bad(t, 'state ' .. t.state .. ' but listed as ' .. state) end
-    check_indexed(t, r[2 * i])
   end
+  check_all(ts, got)
   return ts
 end
-
 -- scan returns the tasks of an order index with a score up to max (a
 -- Redis score bound), in index order, at most limit (0: all).
 local function scan(state, max, limit, seq)
