@@ -186,7 +186,7 @@ local function bad(t, detail) refuse(CORRUPT, t.key, detail) end
 
 -- whole reports whether n is an integer a double holds exactly.
 local function whole(n)
-  return type(n) == 'number' and n == math.floor(n) and n <= MAX_SAFE and n >= -MAX_SAFE
+  return type(n) == 'number' and n % 1 == 0 and n <= MAX_SAFE and n >= -MAX_SAFE
 end
 
 -- bad_field refuses a task whose field f holds n.
