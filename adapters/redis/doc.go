@@ -68,8 +68,9 @@
 // uses prepended (EVAL the first time a server lacks it). An operation on
 // many tasks (Pop, ClaimExpired, Promote, RecoverExpired and the batches)
 // reads them with one MGET (and one EXISTS over the keys it found empty,
-// since MGET answers nothing for a key of another type) and writes each
-// index with one ZREM or ZADD and the tasks with one MSET. Each file's
+// since MGET answers nothing for a key of another type), checks their index
+// entries with one ZMSCORE per index, and writes each index with one ZREM
+// or ZADD and the tasks with one MSET. Each file's
 // header lists its KEYS, ARGV and the codes it returns. The Go side maps a
 // code to its error in one place; an unknown code is an internal error
 // naming it.
@@ -80,7 +81,9 @@
 // not parse, a task breaking a rule every task keeps, an index entry without
 // its task or at the wrong score) and the sequence. Anything wrong is
 // refused with core.ErrCorrupt and nothing written; a refused operation of
-// any kind changes nothing.
+// any kind changes nothing. The type of the order index a task enters is
+// checked by the write itself: that ZADD is the operation's first write, so
+// a key of another type fails it before anything is written.
 //
 // Every key a script touches is declared in KEYS when the caller can name
 // it: the queue's keys, and the task's key for an operation on one task.
