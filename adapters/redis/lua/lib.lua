@@ -43,9 +43,10 @@
 --
 -- Every script validates everything (arguments, key types, each stored field
 -- it reads, index entries against their task) before its first write and
--- refuses with a code; a refusal therefore never follows a write. Lua errors
--- do not roll back, so this order is what makes a refused call change
--- nothing.
+-- refuses with a code; a refusal therefore never follows a write (the first
+-- write, a ZADD, checks its own key's type: failing, it wrote nothing; see
+-- move). Lua errors do not roll back, so this order is what makes a refused
+-- call change nothing.
 
 local OK, INVALID, STALE, NOT_FOUND, TRANSITION, EXISTS, VERSION_CONFLICT,
   QUEUE_FULL, CORRUPT, EXHAUSTED, GONE = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
