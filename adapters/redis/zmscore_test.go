@@ -1,0 +1,71 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold/adapters/redis"
+	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/internal/redistest"
+	"github.com/leasehold/leasehold/model"
+)
+
+// A server without ZMSCORE (before Redis 6.2; here a user the ACL denies
+// it) gets the batches' index checks one ZSCORE at a time: Pop of several
+// tasks and AckBatch still work, and a task missing from its ID index is
+// still refused as corrupt with nothing written.
+func TestBatchChecksWithoutZMSCORE(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	if err := srv.Client().Do(ctx, "ACL", "SETUSER", "worker", "on", ">pw", "~*", "+@all", "-zmscore").Err(); err != nil {
+		t.Fatal(err)
+	}
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, Username: "worker", Password: "pw"})
+	t.Cleanup(func() { c.Close() })
+	if err := c.ZMScore(ctx, "k", "m").Err(); err == nil {
+		t.Fatal("the ACL lets the user run ZMSCORE")
+	}
+	s, err := redis.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tasks []model.EnqueueArgs
+	for i := range 6 {
+		tasks = append(tasks, model.EnqueueArgs{ID: fmt.Sprintf("t%d", i), MaxAttempts: 1})
+	}
+	if _, err := s.EnqueueBatch(ctx, core.EnqueueBatchParams{Queue: "q", Tasks: tasks}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Minute, N: 3})
+	if err != nil || len(r.Tasks) != 3 {
+		t.Fatalf("pop of 3: %v, %v", r, err)
+	}
+	var acks []core.AckItem
+	for _, task := range r.Tasks {
+		acks = append(acks, core.AckItem{Claim: task.Claim(), Result: []byte("ok")})
+	}
+	res, err := s.AckBatch(ctx, core.AckBatchParams{Queue: "q", Acks: acks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, it := range res.Items {
+		if it.Err != nil || it.Task.State != model.Succeeded {
+			t.Errorf("ack %d: %v, %v", i, it.Task.State, it.Err)
+		}
+	}
+
+	keys := s.QueueKeys("q")
+	if err := c.ZRem(ctx, keys["ids:ready"], "t4").Err(); err != nil {
+		t.Fatal(err)
+	}
+	before := dump(t, c, s)
+	if _, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Minute, N: 3}); !errors.Is(err, core.ErrCorrupt) {
+		t.Errorf("pop with a task missing from its ID index: %v, want ErrCorrupt", err)
+	}
+	unchanged(t, "pop with a task missing from its ID index", before, dump(t, c, s))
+}
