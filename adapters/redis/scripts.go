@@ -44,11 +44,10 @@ type script struct {
 	*goredis.Script
 }
 
-// A script's kind: a read, a write on one named task, or a write that
-// remembers its answer under a memo key.
+// A script's kind: a read, or a write, which remembers its answer under a
+// memo key so that a retransmission of the call is answered with it.
 const (
 	read = iota
-	taskWrite
 	memoWrite
 )
 
@@ -177,18 +176,18 @@ func link(lib []libBlock, body string) string {
 
 // The scripts, one per operation.
 var (
-	enqueueScript        = loadScript("enqueue.lua", model.OpEnqueue, taskWrite)
+	enqueueScript        = loadScript("enqueue.lua", model.OpEnqueue, memoWrite)
 	promoteScript        = loadScript("promote.lua", model.OpPromote, memoWrite)
 	popScript            = loadScript("pop.lua", model.OpPop, memoWrite)
-	extendScript         = loadScript("extend.lua", model.OpExtend, taskWrite)
-	ackScript            = loadScript("ack.lua", model.OpAck, taskWrite)
-	failScript           = loadScript("fail.lua", model.OpFail, taskWrite)
-	retryScript          = loadScript("retry.lua", model.OpRetry, taskWrite)
+	extendScript         = loadScript("extend.lua", model.OpExtend, memoWrite)
+	ackScript            = loadScript("ack.lua", model.OpAck, memoWrite)
+	failScript           = loadScript("fail.lua", model.OpFail, memoWrite)
+	retryScript          = loadScript("retry.lua", model.OpRetry, memoWrite)
 	claimExpiredScript   = loadScript("claim_expired.lua", model.OpClaimExpired, memoWrite)
-	requeueScript        = loadScript("requeue.lua", model.OpRequeue, taskWrite)
-	finalizeScript       = loadScript("finalize.lua", model.OpFinalize, taskWrite)
+	requeueScript        = loadScript("requeue.lua", model.OpRequeue, memoWrite)
+	finalizeScript       = loadScript("finalize.lua", model.OpFinalize, memoWrite)
 	recoverExpiredScript = loadScript("recover_expired.lua", model.OpRecoverExpired, memoWrite)
-	inspectRequeueScript = loadScript("inspect_requeue.lua", model.OpInspectRequeue, taskWrite)
+	inspectRequeueScript = loadScript("inspect_requeue.lua", model.OpInspectRequeue, memoWrite)
 	removeScript         = loadScript("remove.lua", model.OpRemove, memoWrite)
 	pruneScript          = loadScript("prune.lua", model.OpPrune, memoWrite)
 	enqueueBatchScript   = loadScript("enqueue_batch.lua", model.OpEnqueueBatch, memoWrite)

@@ -17,14 +17,13 @@
 --   {1, detail}                  INVALID_ARGUMENT: of the batch itself
 --   {8, key, detail}             CORRUPT
 --   {9, seq}                     SEQUENCE_EXHAUSTED
---   {10, id}                     GONE: sent again, but a task it acked is
---                                gone, so its answer cannot be rebuilt
 return run(function()
   local now = clock(ARGV[1])
   local n = (#ARGV - 2) / 3
   if n < 0 or n ~= math.floor(n) then refuse(INVALID, 'batch of ' .. (#ARGV - 2) .. ' arguments') end
   local seq = load_seq()
-  local m = recall()
+  local m = recall_reply()
+  if m then return m end
   -- Every check before the first write: each item's task as stored.
   local tasks, ids = {}, {}
   for i = 0, n - 1 do
@@ -40,28 +39,6 @@ return run(function()
     tasks[ids[i]] = t
   end
   if not m then check_all(found) end
-  if m then
-    if #m ~= n then refuse(CORRUPT, KEYS[12], 'remembered answer of ' .. #m .. ' items') end
-    local out = {OK, fmt(now)}
-    for i = 0, n - 1 do
-      local id, code = ARGV[2 + 3 * i], m[i + 1]
-      local t = tasks[id]
-      if code == '0' and t then
-        out[#out + 1] = '0'
-        out[#out + 1] = '2'
-        emit(out, t)
-      elseif code == '0' then
-        refuse(GONE, id)
-      else
-        local c, detail = string.match(code, '^(%d+) (.*)$')
-        if not c then refuse(CORRUPT, KEYS[12], 'remembered answer does not parse') end
-        out[#out + 1] = c
-        out[#out + 1] = '1'
-        out[#out + 1] = detail
-      end
-    end
-    return out
-  end
 
   local items, acked = {}, {}
   local version = seq
@@ -104,7 +81,7 @@ return run(function()
   end
   if #acked > 0 then
     redis.call('SET', KEYS[1], fmt(version))
-    remember(codes)
+    remember_reply(out)
   end
   return out
 end)

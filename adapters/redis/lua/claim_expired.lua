@@ -21,12 +21,8 @@ return run(function()
   local limit = int(ARGV[3])
   if not limit or limit < 0 then refuse(INVALID, 'limit ' .. ARGV[3]) end
   local seq = load_seq()
-  local m = recall()
-  if m then
-    local out = {OK, fmt(now)}
-    for _, t in ipairs(carried(m, seq)) do emit(out, t) end
-    return out
-  end
+  local m = recall_reply()
+  if m then return m end
   local expired = scan('running', fmt(now), limit, seq)
   reserve(seq, #expired)
 
@@ -42,7 +38,7 @@ return run(function()
   for _, t in ipairs(expired) do emit(out, t) end
   if #expired > 0 then
     redis.call('SET', KEYS[1], fmt(seq))
-    remember(ids)
+    remember_reply(out)
   end
   return out
 end)

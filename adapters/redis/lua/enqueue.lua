@@ -27,8 +27,8 @@ return run(function()
   if not max_attempts or max_attempts < 1 then refuse(INVALID, 'max_attempts ' .. ARGV[6]) end
   if not capacity or capacity < 0 then refuse(INVALID, 'capacity ' .. ARGV[7]) end
   local seq = load_seq()
+  replay(id)
   local old = load_task(KEYS[12], id, seq)
-  created(old)
   if old then refuse(EXISTS) end
   if capacity > 0 then
     local pending = 0
@@ -43,5 +43,5 @@ return run(function()
 
   move(t)
   redis.call('SET', KEYS[1], fmt(t.version))
-  return emit({OK, fmt(now)}, t)
+  return answer(now, t)
 end)

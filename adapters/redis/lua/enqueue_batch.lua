@@ -18,8 +18,6 @@
 --   {1, detail}                  INVALID_ARGUMENT: of the batch itself
 --   {8, key, detail}             CORRUPT
 --   {9, seq}                     SEQUENCE_EXHAUSTED
---   {10, id}                     GONE: sent again, but a task it added is
---                                gone, so its answer cannot be rebuilt
 return run(function()
   local now = clock(ARGV[1])
   local capacity = int(ARGV[2])
@@ -27,7 +25,8 @@ return run(function()
   local n = (#ARGV - 3) / 5
   if n < 0 or n ~= math.floor(n) then refuse(INVALID, 'batch of ' .. (#ARGV - 3) .. ' arguments') end
   local seq = load_seq()
-  local m = recall()
+  local m = recall_reply()
+  if m then return m end
   -- Every check before the first write: each item's task as stored.
   local stored, ids = {}, {}
   for i = 0, n - 1 do
@@ -38,28 +37,6 @@ return run(function()
     end
   end
   for i, t in ipairs(load_tasks(ids, seq)) do stored[ids[i]] = t end
-  if m then
-    if #m ~= n then refuse(CORRUPT, KEYS[12], 'remembered answer of ' .. #m .. ' items') end
-    local out = {OK, fmt(now)}
-    for i = 0, n - 1 do
-      local id, code = ARGV[3 + 5 * i], m[i + 1]
-      local t = stored[id]
-      if code == '0' and t and t.origin == CALL.req then
-        out[#out + 1] = '0'
-        out[#out + 1] = '2'
-        emit(out, t)
-      elseif code == '0' then
-        refuse(GONE, id)
-      else
-        local c, detail = string.match(code, '^(%d+) (.*)$')
-        if not c then refuse(CORRUPT, KEYS[12], 'remembered answer does not parse') end
-        out[#out + 1] = c
-        out[#out + 1] = '1'
-        out[#out + 1] = detail
-      end
-    end
-    return out
-  end
   local pending = 0
   if capacity > 0 then
     for _, i in ipairs({6, 7, 8}) do pending = pending + rcall(KEYS[i], 'ZCARD', KEYS[i]) end
@@ -114,7 +91,7 @@ return run(function()
   end
   if #added > 0 then
     redis.call('SET', KEYS[1], fmt(version))
-    remember(codes)
+    remember_reply(out)
   end
   return out
 end)

@@ -25,5 +25,5 @@ return run(function()
   t.deadline = deadline
   move(t)
   redis.call('SET', KEYS[1], fmt(t.version))
-  return emit({OK, fmt(now)}, t)
+  return answer(now, t)
 end)

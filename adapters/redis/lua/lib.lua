@@ -73,15 +73,14 @@ local IDS = {scheduled = 6, ready = 7, running = 8, succeeded = 9, failed = 10}
 -- refuse aborts the script with a return code; run turns it into the reply.
 -- Retransmissions. A client whose connection dropped after the server ran a
 -- call may send it again, with the same request ID. Every call that writes
--- a task writes its request ID into the task (field req) with its
--- other writes, and a new task also keeps it as origin. A call on one task
--- that finds the task carrying its own request ID was applied and nothing
--- has touched the task since (any later write replaces req): it is answered
--- with the task as stored and writes nothing (replay). A queue-level call
--- remembers the IDs of its tasks under its memo key for MEMO_TTL seconds
--- (remember) and rebuilds its answer from them when sent again (recall).
--- A client resends within its retries (go-redis: MaxRetries times the read
--- timeout and a backoff, about 11 s at its defaults), well inside the TTL.
+-- keeps its whole reply (the clock reading and the tasks as it left them)
+-- under its memo key for MEMO_TTL seconds (answer, remember_reply,
+-- remember), and a call that finds its memo key answers with what it holds
+-- and writes nothing (replay, recall_reply, recall), whatever other calls
+-- did to its tasks since. A refused call changed nothing and keeps no memo:
+-- sent again, it is judged again. A client resends within its retries
+-- (go-redis: MaxRetries times the read timeout and a backoff, about 11 s at
+-- its defaults), well inside the TTL.
 local MEMO_TTL = 30
 -- CALL is the running call: its request ID and the now its clock read.
 local CALL = {req = '', now = 0}
@@ -492,21 +491,30 @@ local function emit(out, t)
   return out
 end
 
--- replay answers a call sent again: when the task carries the call's request
--- ID, the call was applied and nothing has touched the task since, so the
--- answer is the task as stored.
-local function replay(t)
-  if t and CALL.req ~= '' and t.req == CALL.req then
-    error({leasehold = emit({OK, fmt(CALL.now)}, t)}, 0)
+-- replay answers a call on one task sent again: when the call's memo key
+-- holds an answer, the call was applied (whatever has happened to the task
+-- since) and that answer is given again, with the clock reading it had,
+-- and nothing is written. The memo holds {now, packed task}.
+local function replay(id)
+  if CALL.req == '' then return end
+  local k = KEYS[#KEYS]
+  local v = rcall(k, 'GET', k)
+  if not v then return end
+  local ok, m = pcall(cmsgpack.unpack, v)
+  if not ok or type(m) ~= 'table' or type(m[1]) ~= 'string' or type(m[2]) ~= 'string' then
+    refuse(CORRUPT, k, 'remembered answer does not parse')
   end
+  error({leasehold = {OK, m[1], id, m[2]}}, 0)
 end
 
--- created answers an Enqueue sent again: a task whose origin is the call's
--- request ID was added by this call, and is answered as stored.
-local function created(t)
-  if t and CALL.req ~= '' and t.origin == CALL.req then
-    error({leasehold = emit({OK, fmt(CALL.now)}, t)}, 0)
+-- answer is the reply of a call on one task that succeeded: it remembers
+-- the reply under the call's memo key for MEMO_TTL s (see replay), then
+-- gives it.
+local function answer(now, t)
+  if CALL.req ~= '' then
+    redis.call('SET', KEYS[#KEYS], cmsgpack.pack({fmt(now), t.packed}), 'EX', MEMO_TTL)
   end
+  return emit({OK, fmt(now)}, t)
 end
 
 -- recall returns what an earlier run of this call remembered (a list), or
@@ -529,13 +537,26 @@ local function remember(m)
   if CALL.req ~= '' then redis.call('SET', KEYS[#KEYS], cmsgpack.pack(m), 'EX', MEMO_TTL) end
 end
 
--- carried returns the tasks named by ids that still carry the call's
--- request ID, in order: what a queue-level call left them, untouched since.
-local function carried(ids, seq)
-  local out = {}
-  for _, t in ipairs(load_tasks(ids, seq)) do
-    if t and t.req == CALL.req then out[#out + 1] = t end
+-- recall_reply returns the whole reply an earlier run of this call gave
+-- (see remember_reply), or nil when it has not run (or changed nothing).
+local function recall_reply()
+  if CALL.req == '' then return nil end
+  local k = KEYS[#KEYS]
+  local v = rcall(k, 'GET', k)
+  if not v then return nil end
+  local ok, m = pcall(cmsgpack.unpack, v)
+  if not ok or type(m) ~= 'table' or m[1] ~= OK then refuse(CORRUPT, k, 'remembered answer does not parse') end
+  for i = 2, #m do
+    if type(m[i]) ~= 'string' then refuse(CORRUPT, k, 'remembered answer does not parse') end
   end
+  return m
+end
+
+-- remember_reply keeps a call's whole reply (a list: OK, then strings) for
+-- MEMO_TTL s and returns it: a retransmission is answered with exactly it,
+-- the clock reading included, whatever happened to its tasks since.
+local function remember_reply(out)
+  if CALL.req ~= '' then redis.call('SET', KEYS[#KEYS], cmsgpack.pack(out), 'EX', MEMO_TTL) end
   return out
 end
 
@@ -569,8 +590,8 @@ end
 -- STALE_CLAIM missing), its token is the claim's (else STALE_CLAIM token)
 -- and it is Running (else TRANSITION).
 local function claimed(id, token, seq)
+  replay(id)
   local t = load_task(KEYS[12], id, seq)
-  replay(t)
   if not t then refuse(STALE, 'missing') end
   if fmt(t.token) ~= token then refuse(STALE, 'token') end
   if t.state ~= 'running' then refuse(TRANSITION, t.state) end
@@ -582,8 +603,8 @@ end
 -- its version is the claim's (else STALE_CLAIM version) and it is Running
 -- (else TRANSITION).
 local function reaped(id, version, seq)
+  replay(id)
   local t = load_task(KEYS[12], id, seq)
-  replay(t)
   if not t then refuse(STALE, 'missing') end
   if fmt(t.version) ~= version then refuse(STALE, 'version') end
   if t.state ~= 'running' then refuse(TRANSITION, t.state) end
@@ -595,8 +616,8 @@ end
 -- and, when expect is not '0', is at that version (else VERSION_CONFLICT).
 -- The caller checks the state.
 local function inspected(id, expect, seq)
+  replay(id)
   local t = load_task(KEYS[12], id, seq)
-  replay(t)
   if not t then refuse(NOT_FOUND) end
   if expect ~= '0' and fmt(t.version) ~= expect then refuse(VERSION_CONFLICT, fmt(t.version)) end
   return t

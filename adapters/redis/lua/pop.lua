@@ -19,12 +19,8 @@ return run(function()
   local n = int(ARGV[3])
   if not n or n < 1 then refuse(INVALID, 'batch ' .. ARGV[3]) end
   local seq = load_seq()
-  local m = recall()
-  if m then
-    local out = {OK, fmt(now)}
-    for _, t in ipairs(carried(m, seq)) do emit(out, t) end
-    return out
-  end
+  local m = recall_reply()
+  if m then return m end
   local r = rcall(KEYS[2], 'ZRANGE', KEYS[2], 0, n - 1, 'WITHSCORES')
   local first = must_tasks(r, 'ready', seq)
   reserve(seq, #first)
@@ -45,7 +41,7 @@ return run(function()
   for _, t in ipairs(first) do emit(out, t) end
   if #first > 0 then
     redis.call('SET', KEYS[1], fmt(seq))
-    remember(ids)
+    remember_reply(out)
   end
   return out
 end)
