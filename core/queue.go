@@ -75,13 +75,19 @@ type enqueueArgs struct {
 	model.EnqueueArgs
 	delay    time.Duration
 	hasDelay bool
+	hasID    bool // WithID was given: the ID is the caller's, never generated
 }
 
 // WithID gives the task an ID (1..MaxIDLength bytes) instead of a generated
 // one. Enqueue fails with ErrConflict if a task with this ID exists in the
 // queue, in any state; an ID makes enqueueing idempotent.
+//
+// An empty id is refused: Enqueue returns ErrInvalidArgument and enqueues
+// nothing, rather than generating an ID, which would turn two enqueues meant
+// to be idempotent into two tasks. Omit WithID to have the ID generated. As
+// with every option, the last WithID given wins.
 func WithID(id string) EnqueueOption {
-	return func(a *enqueueArgs) { a.ID = id }
+	return func(a *enqueueArgs) { a.ID, a.hasID = id, true }
 }
 
 // WithPriority sets the task's priority (MinPriority..MaxPriority, default
@@ -113,9 +119,9 @@ func WithMaxAttempts(n int) EnqueueOption {
 // Enqueue adds a task with the payload to the queue and returns it as
 // stored: Ready, or Scheduled when it has a run-after time in the future.
 //
-// Errors: ErrInvalidArgument (an option out of range), ErrConflict (WithID
-// names an existing task), ErrQueueFull, or an error of the store's
-// transport.
+// Errors: ErrInvalidArgument (an option out of range, or WithID("")),
+// ErrConflict (WithID names an existing task), ErrQueueFull, or an error of
+// the store's transport.
 func (q *Queue) Enqueue(ctx context.Context, payload []byte, opts ...EnqueueOption) (Task, error) {
 	a := enqueueArgs{EnqueueArgs: model.EnqueueArgs{MaxAttempts: DefaultMaxAttempts}}
 	for _, o := range opts {
@@ -128,6 +134,9 @@ func (q *Queue) Enqueue(ctx context.Context, payload []byte, opts ...EnqueueOpti
 		if a.delay > 0 {
 			a.RunAfter = q.clock.Now().Add(a.delay)
 		}
+	}
+	if a.hasID && a.ID == "" {
+		return Task{}, fmt.Errorf("%w: empty task ID given to WithID", ErrInvalidArgument)
 	}
 	a.RunAfter = truncate(a.RunAfter)
 	if a.ID == "" {
