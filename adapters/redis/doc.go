@@ -22,7 +22,7 @@
 //	P{q}:running         zset    Running IDs, score deadline (µs)
 //	P{q}:finished        zset    Succeeded and Failed IDs, score finished_at (µs)
 //	P{q}:ids:<state>     zset    the IDs of one state, all at score 0, for List
-//	P{q}:req:<request>   string  a queue-level call's answer, for 30 s (see Retransmissions)
+//	P{q}:req:<request>   string  a write's whole reply, for 30 s (see Retransmissions)
 //
 // A task is one string, so one GET reads it and one SET writes it: a
 // MessagePack array (as Redis's cmsgpack packs a Lua list) of every field of
@@ -122,29 +122,20 @@
 // (a random base unique to the Store and a counter), as the last argument
 // of its script, so a client's retransmission carries the same ID:
 //
-//   - A call on one task (Enqueue, Extend, Ack, Fail, Retry, Requeue,
-//     Finalize, InspectRequeue) writes its request ID into the task
-//     (req) in the same write as the rest. A call that finds the task
-//     carrying its own request ID was applied, and nothing has touched the
-//     task since (every later write replaces req): it answers success with
-//     the task as stored and writes nothing. A new task also keeps its
-//     Enqueue's request ID (origin), so an Enqueue sent again is
-//     answered with its task even after another call changed it.
-//   - Remove and the queue-level calls (Pop, ClaimExpired, Promote,
-//     RecoverExpired, Prune, EnqueueBatch, AckBatch) that change something
-//     remember their answer compactly under P{q}:req:<request ID> (a
-//     declared key of the queue's slot) for 30 seconds: the IDs of their
-//     tasks (per item codes for the batches, the removed task for Remove).
-//     Sent again, such a call rebuilds its answer from it: each task that
-//     still carries the request ID (for a batch item, each task it added or
-//     acknowledged, as stored). A client sends again within its retries
-//     (go-redis: MaxRetries times the read timeout plus a backoff, about
-//     11 s at its defaults), well inside the 30 s.
+//   - Every call that changes something keeps its whole reply (the clock
+//     reading it used and every task as it left them, packed) under
+//     P{q}:req:<request ID>, a declared key of the queue's slot, for 30
+//     seconds, in the same script as its writes. A call that finds that key
+//     was applied: it answers with the reply kept there and writes nothing,
+//     whatever other calls did to its tasks since (an Enqueue sent again
+//     after a worker popped the task, an Extend sent again after the Ack, a
+//     Pop sent again after an operator removed what it claimed). A client
+//     sends again within its retries (go-redis: MaxRetries times the read
+//     timeout plus a backoff, about 11 s at its defaults), well inside the
+//     30 s; the memory the replies take is bounded by 30 s of writes.
+//   - A call that was refused changed nothing and keeps no reply: sent
+//     again, it is judged again, as a new call.
 //   - Reads need nothing.
-//
-// A call sent again after a later call changed its tasks is answered from
-// the store as it is: a Pop or a claim whose task was since decided omits
-// it; a batch whose added task was since removed is a (non-typed) error.
 //
 // # Time
 //
