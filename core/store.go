@@ -21,9 +21,10 @@ import (
 // fraction of a microsecond.
 // A rejected operation changes nothing and returns an error for which
 // errors.Is holds with one of ErrInvalidArgument, ErrStaleClaim, ErrNotFound,
-// ErrInvalidTransition, ErrConflict, ErrQueueFull or ErrCorrupt; any other
-// error comes from the store's transport (for example a dropped connection),
-// and then the operation may or may not have happened.
+// ErrInvalidTransition, ErrConflict, ErrQueueFull, ErrCorrupt or
+// ErrPermission; any other error comes from the store's transport (for
+// example a dropped connection), and then the operation may or may not have
+// happened.
 //
 // Every call takes effect at most once. An adapter whose client may
 // retransmit a call (Redis, whose client retries a command after a dropped

@@ -53,6 +53,11 @@ var (
 	// that does not parse, an index entry without its task). The operation
 	// changed nothing.
 	ErrCorrupt = errors.New("leasehold: corrupt record in store")
+	// ErrPermission: the store refused the client's credentials or rights
+	// (a wrong password, an access list that denies a command or a key, a
+	// read-only replica). The operation changed nothing; it fails again
+	// until the store's configuration or the client's credentials change.
+	ErrPermission = errors.New("leasehold: the store refused the client's credentials or rights")
 	// ErrClosed: the store, worker or broker was closed.
 	ErrClosed = errors.New("leasehold: closed")
 )

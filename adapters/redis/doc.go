@@ -73,7 +73,9 @@
 // or ZADD and the tasks with one MSET. Each file's
 // header lists its KEYS, ARGV and the codes it returns. The Go side maps a
 // code to its error in one place; an unknown code is an internal error
-// naming it.
+// naming it. The server's refusal of the client's credentials or rights
+// (NOPERM, NOAUTH, WRONGPASS, READONLY, from the command or from inside a
+// script) is core.ErrPermission.
 //
 // A Lua error does not roll back the writes before it, so every script
 // checks everything before its first write: its arguments, the type of every

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold/core"
@@ -38,6 +39,29 @@ func (s *Store) now() (string, time.Time, error) {
 		return "", time.Time{}, err
 	}
 	return arg, t, nil
+}
+
+// permissionMessage reports whether msg, an error reply of the server or of
+// a command a script ran, refuses the client's credentials or rights: an
+// ACL that denies a command or a key (NOPERM; inside a script "The user
+// executing the script can't ..."), a missing or wrong password (NOAUTH,
+// WRONGPASS), a write on a read-only replica (READONLY).
+func permissionMessage(msg string) bool {
+	for _, p := range [...]string{"NOPERM", "NOAUTH", "WRONGPASS", "READONLY"} {
+		if strings.HasPrefix(msg, p) || strings.Contains(msg, " "+p+" ") {
+			return true
+		}
+	}
+	return strings.Contains(msg, "The user executing the script can't")
+}
+
+// permission wraps err with core.ErrPermission when it is the server's
+// refusal of the client's credentials or rights.
+func permission(err error) error {
+	if isRedisError(err) && permissionMessage(err.Error()) {
+		return fmt.Errorf("%w: %w", core.ErrPermission, err)
+	}
+	return err
 }
 
 func invalid(format string, args ...any) error {

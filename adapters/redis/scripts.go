@@ -241,7 +241,7 @@ func (s *Store) eval(ctx context.Context, sc *script, keys []string, id string, 
 	args = append(args, req)
 	raw, err := s.run(ctx, sc, keys, args).Slice()
 	if err != nil {
-		return reply{}, fmt.Errorf("leasehold/redis: %v: %w", sc.op, err)
+		return reply{}, fmt.Errorf("leasehold/redis: %v: %w", sc.op, permission(err))
 	}
 	if len(raw) < 1 {
 		return reply{}, fmt.Errorf("leasehold/redis: %v: empty reply from %s", sc.op, sc.name)
@@ -282,6 +282,9 @@ func (s *Store) run(ctx context.Context, sc *script, keys []string, args []any) 
 			if lerr := s.loadLibrary(ctx); lerr == nil {
 				return s.rdb.FCall(ctx, sc.fn, keys, args...)
 			} else if !functionsUnavailable(lerr) {
+				if isRedisError(lerr) && permissionMessage(lerr.Error()) {
+					cmd.SetErr(lerr) // the refusal to load says why, not "Function not found"
+				}
 				return cmd
 			}
 		case !functionsUnavailable(err):
@@ -357,6 +360,9 @@ func codeError(sc *script, code int64, id string, detail []string) error {
 	case codeQueueFull:
 		return fmt.Errorf("%w: %s pending tasks", core.ErrQueueFull, arg(0))
 	case codeCorrupt:
+		if permissionMessage(arg(1)) {
+			return fmt.Errorf("%w: %s: %s", core.ErrPermission, arg(0), arg(1))
+		}
 		return fmt.Errorf("%w: %s: %s", core.ErrCorrupt, arg(0), arg(1))
 	case codeExhausted:
 		return fmt.Errorf("%w at %s", ErrSequenceExhausted, arg(0))

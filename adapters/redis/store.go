@@ -172,13 +172,13 @@ func (s *Store) Preload(ctx context.Context) error {
 			return nil
 		}
 		if !functionsUnavailable(err) {
-			return fmt.Errorf("leasehold/redis: load library %s: %w", libName, err)
+			return fmt.Errorf("leasehold/redis: load library %s: %w", libName, permission(err))
 		}
 		s.noFunctions.Store(true)
 	}
 	for _, sc := range allScripts {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
-			return fmt.Errorf("leasehold/redis: load %s: %w", sc.name, err)
+			return fmt.Errorf("leasehold/redis: load %s: %w", sc.name, permission(err))
 		}
 	}
 	return nil
