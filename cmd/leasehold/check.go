@@ -75,8 +75,24 @@ func parseCheckFlags(args []string, stderr io.Writer) (*checkFlags, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if f.histories < 0 || f.duration < 0 {
-		return nil, errors.New("--histories and --duration must not be negative")
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	switch {
+	case f.histories < 0:
+		return nil, fmt.Errorf("--histories %d: must not be negative", f.histories)
+	case f.duration < 0 || set["duration"] && f.duration == 0:
+		return nil, fmt.Errorf("--duration %v: must be positive", f.duration)
+	case f.clients <= 0:
+		return nil, fmt.Errorf("--clients %d: must be at least 1", f.clients)
+	case f.parallel < 0:
+		return nil, fmt.Errorf("--parallel %d: must not be negative (0: the default)", f.parallel)
+	case f.checkTimeout < 0:
+		return nil, fmt.Errorf("--check-timeout %v: must not be negative", f.checkTimeout)
+	}
+	switch f.progress {
+	case "auto", "bar", "lines", "none":
+	default:
+		return nil, fmt.Errorf("--progress %q: want bar, lines, none or auto", f.progress)
 	}
 	if f.histories == 0 && f.duration == 0 {
 		f.duration = 10 * time.Second

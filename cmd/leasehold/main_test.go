@@ -279,3 +279,39 @@ func TestCheckRuntimeReportsTheBrokenProperty(t *testing.T) {
 		t.Errorf("replay of the broken history: status %d\n%s\n%s", status, stdout, stderr)
 	}
 }
+
+// A flag value out of range is refused before anything runs, with a message
+// that names the flag, and exit status 2.
+func TestCheckRefusesFlagsOutOfRange(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--clients", "0"}, "--clients"},
+		{[]string{"--clients", "-3"}, "--clients"},
+		{[]string{"--check-timeout", "-1s"}, "--check-timeout"},
+		{[]string{"--duration", "0s"}, "--duration"},
+		{[]string{"--duration", "-5s"}, "--duration"},
+		{[]string{"--progress", "sparkles"}, "--progress"},
+		{[]string{"--parallel", "-1"}, "--parallel"},
+	} {
+		out := t.TempDir()
+		args := append([]string{"check", "--histories", "1", "--progress", "none", "--out", out}, tc.args...)
+		status, stdout, stderr := runCmd(t, args...)
+		if status != 2 {
+			t.Errorf("%q: status %d, want 2\n%s", tc.args, status, stdout)
+		}
+		if !strings.Contains(stderr, tc.flag) {
+			t.Errorf("%q: stderr does not name %s:\n%s", tc.args, tc.flag, stderr)
+		}
+		if strings.Contains(stdout, "leasehold check:") {
+			t.Errorf("%q: the check ran:\n%s", tc.args, stdout)
+		}
+	}
+	// In range, the same flags are accepted.
+	status, stdout, stderr := runCmd(t, "check", "--histories", "2", "--clients", "1", "--check-timeout", "0s",
+		"--duration", "1m", "--progress", "lines", "--parallel", "1", "--out", t.TempDir())
+	if status != 0 {
+		t.Fatalf("flags in range: status %d\n%s\n%s", status, stdout, stderr)
+	}
+}
