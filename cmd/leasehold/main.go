@@ -34,9 +34,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+
+	goredis "github.com/redis/go-redis/v9"
 )
 
 func main() {
@@ -47,6 +50,10 @@ func main() {
 // 1 a violation (or a replayed history that is not linearizable), 2 a usage
 // or harness error.
 func run(args []string, stdout, stderr io.Writer) int {
+	// go-redis logs on its own to the process's standard error (a failed
+	// dial, a pool hook's refusal); every error that matters reaches the
+	// command as a returned error and is reported once, in its own words.
+	goredis.SetLogger(quietRedisLog{})
 	if len(args) == 0 {
 		usage(stderr)
 		return 2
@@ -78,3 +85,9 @@ func usage(w io.Writer) {
 Run "leasehold check -h" or "leasehold inspect -h" for the flags.
 `)
 }
+
+// quietRedisLog is go-redis's logger in the command: it drops every line.
+type quietRedisLog struct{}
+
+// Printf drops the line.
+func (quietRedisLog) Printf(context.Context, string, ...any) {}
