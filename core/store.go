@@ -21,10 +21,13 @@ import (
 // fraction of a microsecond.
 // A rejected operation changes nothing and returns an error for which
 // errors.Is holds with one of ErrInvalidArgument, ErrStaleClaim, ErrNotFound,
-// ErrInvalidTransition, ErrConflict, ErrQueueFull, ErrCorrupt or
-// ErrPermission; any other error comes from the store's transport (for
-// example a dropped connection), and then the operation may or may not have
-// happened.
+// ErrInvalidTransition, ErrConflict, ErrQueueFull or ErrCorrupt; any other
+// error comes from the store's transport (for example a dropped connection),
+// and then the operation may or may not have happened. ErrPermission (the
+// store refused the client's credentials or rights) is of the second kind
+// for the effect: the send it answers changed nothing, but a client that
+// sent the call again (after a dropped connection, or to a primary that had
+// become a replica) may have had an earlier send take effect.
 //
 // Every call takes effect at most once. An adapter whose client may
 // retransmit a call (Redis, whose client retries a command after a dropped

@@ -55,8 +55,9 @@ var (
 	ErrCorrupt = errors.New("leasehold: corrupt record in store")
 	// ErrPermission: the store refused the client's credentials or rights
 	// (a wrong password, an access list that denies a command or a key, a
-	// read-only replica). The operation changed nothing; it fails again
-	// until the store's configuration or the client's credentials change.
+	// read-only replica). It fails again until the store's configuration or
+	// the client's credentials change. As for a transport error, the call
+	// may have taken effect by an earlier send (see Store).
 	ErrPermission = errors.New("leasehold: the store refused the client's credentials or rights")
 	// ErrClosed: the store, worker or broker was closed.
 	ErrClosed = errors.New("leasehold: closed")
