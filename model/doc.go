@@ -56,6 +56,17 @@
 // and does not stop the others. Only an empty or oversized batch, or an
 // AckBatch naming a claim of another queue, is refused as a whole.
 //
+// # Calls
+//
+// One call of a store is one step of this model, applied at most once: a
+// store whose client may send a call again after its connection dropped
+// (Redis) answers the retransmission with the call's own answer, the clock
+// reading included, and applies nothing. So an answer of the model's errors
+// always means the step was refused and nothing changed, and a call that
+// took effect is never answered with a refusal. Any other error is the
+// transport's: the step may or may not have happened, and the checks in
+// package linearizability keep both possibilities open.
+//
 // The whole table of transitions is data: see [Transitions]. The operations
 // consult it for every source-state check, and the tests check the two
 // against each other.

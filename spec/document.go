@@ -142,6 +142,10 @@ func Document() []byte {
 	}
 	p("\nA store may also return *corrupt* (a stored record it cannot read; nothing was changed) and *closed* (the store was closed). Any other error comes from the store's transport, and then the operation may or may not have happened.\n\n")
 
+	// --- calls ---
+	p("## Calls\n\n")
+	p("Each call of a store is one step of the model, applied at most once. A store whose client may send a call again after its connection dropped (Redis: go-redis resends at its defaults) answers the retransmission with the call's own answer, its clock reading included, and applies nothing: the call's request ID names it, and the answer is kept for 30 s. So one of the errors above always means the step was refused and nothing changed, and a call that took effect is never answered with a refusal.\n\n")
+
 	// --- ordering ---
 	p("## Order\n\n")
 	for _, o := range orderRules {
