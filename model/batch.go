@@ -24,7 +24,7 @@ type ItemResult struct {
 // Errors of the batch itself (nothing is applied): ErrInvalidArgument for no
 // items or more than MaxBatch.
 func (q Queue) EnqueueBatch(now time.Time, items []EnqueueArgs) (Queue, []ItemResult, error) {
-	if err := batchSize(len(items)); err != nil {
+	if err := CheckBatchSize(len(items)); err != nil {
 		return q, nil, err
 	}
 	out := make([]ItemResult, len(items))
@@ -48,7 +48,7 @@ func (q Queue) EnqueueBatch(now time.Time, items []EnqueueArgs) (Queue, []ItemRe
 // Errors of the batch itself (nothing is applied): ErrInvalidArgument for no
 // items, more than MaxBatch, or a claim of another queue.
 func (q Queue) AckBatch(now time.Time, items []AckItem) (Queue, []ItemResult, error) {
-	if err := batchSize(len(items)); err != nil {
+	if err := CheckBatchSize(len(items)); err != nil {
 		return q, nil, err
 	}
 	for i, a := range items {
@@ -80,7 +80,9 @@ func BatchItemOp(op Op) (Op, bool) {
 	return 0, false
 }
 
-func batchSize(n int) error {
+// CheckBatchSize is the rule every store applies to a batch operation's
+// number of items: 1 to MaxBatch, else ErrInvalidArgument.
+func CheckBatchSize(n int) error {
 	if n < 1 || n > MaxBatch {
 		return invalid("batch of %d items outside 1..%d", n, MaxBatch)
 	}

@@ -326,7 +326,7 @@ func (s *Store) Prune(ctx context.Context, p core.PruneParams) (core.IDsResult, 
 // under the queue's lock (model.Queue.EnqueueBatch): each item is answered as
 // Enqueue would answer it, in order.
 func (s *Store) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (core.BatchResult, error) {
-	if err := batchSize(len(p.Tasks)); err != nil {
+	if err := model.CheckBatchSize(len(p.Tasks)); err != nil {
 		return core.BatchResult{}, err
 	}
 	items := make([]core.ItemResult, len(p.Tasks))
@@ -347,7 +347,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (co
 // answered as Ack would answer it, in order. A claim of another queue makes
 // the whole batch an invalid argument.
 func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.BatchResult, error) {
-	if err := batchSize(len(p.Acks)); err != nil {
+	if err := model.CheckBatchSize(len(p.Acks)); err != nil {
 		return core.BatchResult{}, err
 	}
 	for i, a := range p.Acks {
@@ -366,13 +366,6 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 		return core.BatchResult{}, err
 	}
 	return core.BatchResult{Now: now, Items: items}, nil
-}
-
-func batchSize(n int) error {
-	if n < 1 || n > model.MaxBatch {
-		return invalid("batch of %d items outside 1..%d", n, model.MaxBatch)
-	}
-	return nil
 }
 
 // Close drops every task. Operations that start after Close return

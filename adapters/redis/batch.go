@@ -11,13 +11,6 @@ import (
 
 var _ core.BatchStore = (*Store)(nil)
 
-func validBatch(n int) error {
-	if n < 1 || n > model.MaxBatch {
-		return invalid("batch of %d items outside 1..%d", n, model.MaxBatch)
-	}
-	return nil
-}
-
 // validEnqueue is Enqueue's check of its arguments; it returns the run_after
 // argument of the script.
 func validEnqueue(a model.EnqueueArgs) (string, error) {
@@ -42,7 +35,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (co
 	if err := s.begin(ctx, p.Queue); err != nil {
 		return core.BatchResult{}, err
 	}
-	if err := validBatch(len(p.Tasks)); err != nil {
+	if err := model.CheckBatchSize(len(p.Tasks)); err != nil {
 		return core.BatchResult{}, err
 	}
 	now, _, err := s.now()
@@ -72,7 +65,7 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 	if err := s.begin(ctx, p.Queue); err != nil {
 		return core.BatchResult{}, err
 	}
-	if err := validBatch(len(p.Acks)); err != nil {
+	if err := model.CheckBatchSize(len(p.Acks)); err != nil {
 		return core.BatchResult{}, err
 	}
 	for i, a := range p.Acks {

@@ -10,14 +10,6 @@ import (
 
 var _ core.BatchStore = (*Store)(nil)
 
-// validBatch is the model's check of a batch's size.
-func validBatch(n int) error {
-	if n < 1 || n > model.MaxBatch {
-		return invalid("batch of %d items outside 1..%d", n, model.MaxBatch)
-	}
-	return nil
-}
-
 // EnqueueBatch implements core.BatchStore: the tasks are added in one
 // transaction, in order, each with the checks and the statements of Enqueue
 // (an ID already taken, also by an earlier item, is ErrConflict; a full queue
@@ -27,7 +19,7 @@ func validBatch(n int) error {
 // nothing.
 func (s *Store) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (core.BatchResult, error) {
 	items := make([]core.ItemResult, len(p.Tasks))
-	now, err := s.write(ctx, p.Queue, func() error { return validBatch(len(p.Tasks)) }, func(t tx, now time.Time) error {
+	now, err := s.write(ctx, p.Queue, func() error { return model.CheckBatchSize(len(p.Tasks)) }, func(t tx, now time.Time) error {
 		clear(items) // the committer may run an operation again in a new transaction
 		base, err := t.seq(p.Queue)
 		if err != nil {
@@ -65,7 +57,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (co
 // transport) fails the whole batch, which then changes nothing.
 func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.BatchResult, error) {
 	validate := func() error {
-		if err := validBatch(len(p.Acks)); err != nil {
+		if err := model.CheckBatchSize(len(p.Acks)); err != nil {
 			return err
 		}
 		for i, a := range p.Acks {
