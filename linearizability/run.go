@@ -114,18 +114,14 @@ type Failure struct {
 	RuntimePlan *RuntimePlan
 }
 
-// Run draws plans with rapid, executes each against a fresh backend,
-// checks every history with porcupine, and saves each violation (its plan,
-// its history as JSON, and porcupine's visualization) to a folder of its own.
-// Up to Config.Parallel histories run at once, each on its own backend. It
-// returns an error only when the harness itself fails (the backend cannot be
-// made, a store panics) or ctx ends; violations are in the report.
-func Run(ctx context.Context, cfg Config) (Report, error) {
+// withDefaults checks the settings every run needs and fills in the
+// defaults of the others.
+func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Factory == nil {
-		return Report{}, errors.New("linearizability: Config.Factory is required")
+		return cfg, errors.New("linearizability: Config.Factory is required")
 	}
 	if cfg.Histories <= 0 && cfg.Duration <= 0 {
-		return Report{}, errors.New("linearizability: set Config.Histories or Config.Duration")
+		return cfg, errors.New("linearizability: set Config.Histories or Config.Duration")
 	}
 	if cfg.CheckTimeout <= 0 {
 		cfg.CheckTimeout = 10 * time.Second
@@ -141,6 +137,20 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	if cfg.Parallel <= 0 {
 		cfg.Parallel = DefaultParallel()
+	}
+	return cfg, nil
+}
+
+// Run draws plans with rapid, executes each against a fresh backend,
+// checks every history with porcupine, and saves each violation (its plan,
+// its history as JSON, and porcupine's visualization) to a folder of its own.
+// Up to Config.Parallel histories run at once, each on its own backend. It
+// returns an error only when the harness itself fails (the backend cannot be
+// made, a store panics) or ctx ends; violations are in the report.
+func Run(ctx context.Context, cfg Config) (Report, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return Report{}, err
 	}
 	gen := Plans(PlanOptions{Mode: cfg.TimeMode, MaxClients: cfg.Clients, Faults: cfg.Faults})
 	start := time.Now()

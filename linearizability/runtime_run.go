@@ -25,26 +25,9 @@ import (
 // porcupine does not find it linearizable or when it breaks a property.
 // cfg.Clients is not used: a runtime plan draws its own components.
 func RunRuntime(ctx context.Context, cfg Config) (Report, error) {
-	if cfg.Factory == nil {
-		return Report{}, errors.New("linearizability: Config.Factory is required")
-	}
-	if cfg.Histories <= 0 && cfg.Duration <= 0 {
-		return Report{}, errors.New("linearizability: set Config.Histories or Config.Duration")
-	}
-	if cfg.CheckTimeout <= 0 {
-		cfg.CheckTimeout = 10 * time.Second
-	}
-	if cfg.MaxViolations == 0 {
-		cfg.MaxViolations = 1
-	}
-	if cfg.OutDir == "" {
-		cfg.OutDir = DefaultOutDir()
-	}
-	if cfg.Name == "" {
-		cfg.Name = "store"
-	}
-	if cfg.Parallel <= 0 {
-		cfg.Parallel = DefaultParallel()
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return Report{}, err
 	}
 	gen := RuntimePlans(RuntimeOptions{Mode: cfg.TimeMode, Faults: cfg.Faults})
 	start := time.Now()
