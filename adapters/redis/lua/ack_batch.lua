@@ -25,18 +25,10 @@ return run(function()
   local m = recall_reply()
   if m then return m end
   -- Every check before the first write: each item's task as stored.
-  local tasks, ids = {}, {}
-  for i = 0, n - 1 do
-    local id = ARGV[2 + 3 * i]
-    if tasks[id] == nil then
-      tasks[id] = false
-      ids[#ids + 1] = id
-    end
-  end
+  local tasks, ids = load_items(2, 3, n, seq)
   local found = {}
-  for i, t in ipairs(load_tasks(ids, seq)) do
-    if t then found[#found + 1] = t end
-    tasks[ids[i]] = t
+  for _, id in ipairs(ids) do
+    if tasks[id] then found[#found + 1] = tasks[id] end
   end
   if not m then check_all(found) end
 
@@ -64,16 +56,14 @@ return run(function()
   reserve(seq, #acked)
 
   store_all(acked)
-  local out, codes = {OK, fmt(now)}, {}
+  local out = {OK, fmt(now)}
   for i = 1, n do
     local it = items[i]
     if it.id then
-      codes[i] = '0'
       out[#out + 1] = '0'
       out[#out + 1] = '2'
       emit(out, it)
     else
-      codes[i] = fmt(it[1]) .. ' ' .. it[2]
       out[#out + 1] = fmt(it[1])
       out[#out + 1] = '1'
       out[#out + 1] = it[2]

@@ -26,9 +26,8 @@ return run(function()
   local expired = scan('running', fmt(now), limit, seq)
   reserve(seq, #expired)
 
-  local out, ids = {OK, fmt(now)}, {}
+  local out = {OK, fmt(now)}
   for _, t in ipairs(expired) do
-    ids[#ids + 1] = t.id
     seq = seq + 1
     t.was = t.state
     t.version = seq

@@ -28,15 +28,7 @@ return run(function()
   local m = recall_reply()
   if m then return m end
   -- Every check before the first write: each item's task as stored.
-  local stored, ids = {}, {}
-  for i = 0, n - 1 do
-    local id = ARGV[3 + 5 * i]
-    if stored[id] == nil then
-      stored[id] = false
-      ids[#ids + 1] = id
-    end
-  end
-  for i, t in ipairs(load_tasks(ids, seq)) do stored[ids[i]] = t end
+  local stored = load_items(3, 5, n, seq)
   local pending = 0
   if capacity > 0 then
     for _, i in ipairs({6, 7, 8}) do pending = pending + rcall(KEYS[i], 'ZCARD', KEYS[i]) end
@@ -73,17 +65,15 @@ return run(function()
   end
   reserve(seq, #added)
 
-  local out, codes = {OK, fmt(now)}, {}
+  local out = {OK, fmt(now)}
   store_all(added)
   for i = 1, n do
     local it = items[i]
     if it.id then
-      codes[i] = '0'
       out[#out + 1] = '0'
       out[#out + 1] = '2'
       emit(out, it)
     else
-      codes[i] = fmt(it[1]) .. ' ' .. (it[2] or '')
       out[#out + 1] = fmt(it[1])
       out[#out + 1] = '1'
       out[#out + 1] = it[2] or ''

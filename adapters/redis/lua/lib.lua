@@ -286,6 +286,23 @@ local function load_tasks(ids, seq)
   return out
 end
 
+-- load_items reads the tasks the n items of a batch name, each once (the
+-- ID of item i, from 0, is ARGV[first + stride * i]): a map from ID to the
+-- task as stored (false where there is none), and the IDs in the order
+-- first named.
+local function load_items(first, stride, n, seq)
+  local by, ids = {}, {}
+  for i = 0, n - 1 do
+    local id = ARGV[first + stride * i]
+    if by[id] == nil then
+      by[id] = false
+      ids[#ids + 1] = id
+    end
+  end
+  for i, t in ipairs(load_tasks(ids, seq)) do by[ids[i]] = t end
+  return by, ids
+end
+
 -- score is the task's score in the order index of its state.
 local function score(t)
   local st = t.state

@@ -25,9 +25,8 @@ return run(function()
   local first = must_tasks(r, 'ready', seq)
   reserve(seq, #first)
 
-  local out, ids = {OK, fmt(now)}, {}
+  local out = {OK, fmt(now)}
   for _, t in ipairs(first) do
-    ids[#ids + 1] = t.id
     seq = seq + 1
     t.was = t.state
     t.version = seq
