@@ -214,7 +214,6 @@ const (
 	codeQueueFull       = 7
 	codeCorrupt         = 8
 	codeExhausted       = 9
-	codeGone            = 10
 )
 
 // reply is a successful script reply: the string after the code (now, or
@@ -366,8 +365,6 @@ func codeError(sc *script, code int64, id string, detail []string) error {
 		return fmt.Errorf("%w: %s: %s", core.ErrCorrupt, arg(0), arg(1))
 	case codeExhausted:
 		return fmt.Errorf("%w at %s", ErrSequenceExhausted, arg(0))
-	case codeGone:
-		return fmt.Errorf("leasehold/redis: %v took effect, but task %q changed before its answer could be sent again", sc.op, arg(0))
 	default:
 		return fmt.Errorf("leasehold/redis: %v: internal error: %s returned unknown code %d %q", sc.op, sc.name, code, detail)
 	}

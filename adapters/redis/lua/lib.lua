@@ -38,8 +38,6 @@
 --   7 QUEUE_FULL         {7, pending}
 --   8 CORRUPT            {8, key, detail}
 --   9 SEQUENCE_EXHAUSTED {9, seq}
---  10 GONE               {10, id}              a call sent again took effect,
---                                              but its answer cannot be rebuilt
 --
 -- Every script validates everything (arguments, key types, each stored field
 -- it reads, index entries against their task) before its first write and
@@ -49,7 +47,7 @@
 -- call change nothing.
 
 local OK, INVALID, STALE, NOT_FOUND, TRANSITION, EXISTS, VERSION_CONFLICT,
-  QUEUE_FULL, CORRUPT, EXHAUSTED, GONE = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
+  QUEUE_FULL, CORRUPT, EXHAUSTED = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9
 
 -- Largest integer a Lua number (a double) holds exactly.
 local MAX_SAFE = 9007199254740991
