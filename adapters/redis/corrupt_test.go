@@ -192,7 +192,7 @@ func TestGarbageInATaskHashIsCorrupt(t *testing.T) {
 		{"run_after", 1e15 + 0.5}, {"claimed_at", true}, {"deadline", uint64(1) << 62},
 		{"finished_at", "0x10"},
 		{"errors", "garbage"}, {"errors", "1 2 0 99:short"}, {"errors", "1 2 7 1:x"}, {"errors", int64(5)},
-		{"result", false}, {"req", int64(1)}, {"origin", false},
+		{"result", false},
 	}
 	for _, id := range []string{"sch", "rdy", "run", "ok", "bad"} {
 		for i, fv := range fields {

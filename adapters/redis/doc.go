@@ -28,8 +28,7 @@
 // MessagePack array (as Redis's cmsgpack packs a Lua list) of every field of
 // model.Task in this order: payload, priority, state (its name), attempt,
 // max_attempts, version, token (the ClaimToken), enqueued_at, run_after,
-// claimed_at, deadline, finished_at, errors, result, then the request IDs
-// of the task's last write (req) and of the Enqueue that made it (origin).
+// claimed_at, deadline, finished_at, errors, result.
 // Numbers and times (µs since the epoch) are MessagePack integers, an unset
 // time is false (so the zero time stays the zero time), the others strings;
 // errors is the history, entries "<attempt> <at> <0|1> <length>:<message>"

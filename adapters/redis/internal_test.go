@@ -103,20 +103,20 @@ func TestReturnCodesMapToTheirErrors(t *testing.T) {
 
 // A reply that does not decode is an error, never a panic.
 func TestMalformedRepliesDoNotDecode(t *testing.T) {
-	fields := []any{"p", int64(0), "ready", int64(0), int64(1), int64(3), int64(0), int64(1000), false, false, false, false, "", "", "r", "o"}
+	fields := []any{"p", int64(0), "ready", int64(0), int64(1), int64(3), int64(0), int64(1000), false, false, false, false, "", ""}
 	good := []string{"t1", PackValues(fields)}
 	if task, err := decodeTask("q", good); err != nil || string(task.Payload) != "p" || task.Version != 3 {
 		t.Fatalf("good task: %+v, %v", task, err)
 	}
 	for i, v := range map[int]any{0: int64(1), 1: "0", 2: "nope", 3: int64(-1), 4: int64(0), 5: int64(0), 6: 1.5, 7: false, 8: true,
-		10: uint64(1) << 63, 12: "1 2 0 5:ab", 13: false, 15: int64(1)} {
+		10: uint64(1) << 63, 12: "1 2 0 5:ab", 13: false} {
 		bad := append([]any(nil), fields...)
 		bad[i] = v
 		if _, err := decodeTask("q", []string{"t1", PackValues(bad)}); !errors.Is(err, core.ErrCorrupt) {
 			t.Errorf("field %d = %v: %v, want ErrCorrupt", i, v, err)
 		}
 	}
-	for _, packed := range []string{"", "x", PackValues(fields[:15]), PackValues(fields)[:20], PackValues(fields) + "\xa0", "\xdc\xff\xff", "\x91\xc1"} {
+	for _, packed := range []string{"", "x", PackValues(fields[:len(fields)-1]), PackValues(fields)[:20], PackValues(fields) + "\xa0", "\xdc\xff\xff", "\x91\xc1"} {
 		if _, err := decodeTask("q", []string{"t1", packed}); !errors.Is(err, core.ErrCorrupt) {
 			t.Errorf("packed value %q: %v, want ErrCorrupt", packed, err)
 		}

@@ -377,7 +377,7 @@ func codeError(sc *script, code int64, id string, detail []string) error {
 const taskFields = 2
 
 // storedFields is the number of values of a packed task (lua/lib.lua).
-const storedFields = 16
+const storedFields = 14
 
 // maxSafe is the largest integer a double holds exactly: stored times (µs)
 // stay within ±maxSafe so that Lua compares and scores them exactly.
@@ -569,8 +569,6 @@ func decodeTask(queue string, r []string) (core.Task, error) {
 	if res := str(13, "result"); res != "" {
 		t.Result = []byte(res)
 	}
-	str(14, "req")
-	str(15, "origin")
 	if err != nil {
 		return core.Task{}, err
 	}

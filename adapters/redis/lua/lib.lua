@@ -56,13 +56,12 @@ local VERSION_LIMIT = 68719476736
 local MAX_PRIORITY, MIN_PRIORITY = 32767, -32768
 
 -- A task is stored as one string, its packed value: a MessagePack array
--- (cmsgpack) of its fields in this order, then req and origin (the request
--- IDs of the task's last write and of the Enqueue that made it). payload,
--- state, errors, result, req and origin are strings, the other fields
--- integers (times in µs), the times other than enqueued_at false when unset:
+-- (cmsgpack) of its fields in this order. payload, state, errors and result
+-- are strings, the other fields integers (times in µs), the times other
+-- than enqueued_at false when unset:
 --   payload, priority, state, attempt, max_attempts, version, token,
 --   enqueued_at, run_after, claimed_at, deadline, finished_at, errors,
---   result, req, origin
+--   result
 
 -- The order index and the ID index of each state (indexes into KEYS).
 local ORDER = {scheduled = 3, ready = 2, running = 4, succeeded = 5, failed = 5}
@@ -197,13 +196,13 @@ local function bad_field(key, f, n) refuse(CORRUPT, key, 'field ' .. f .. ' = ' 
 -- every operation reads.
 local function parse_task(key, id, v, seq)
   local ok, a, extra = pcall(cmsgpack.unpack, v)
-  if not ok or type(a) ~= 'table' or extra ~= nil or #a ~= 16 then
+  if not ok or type(a) ~= 'table' or extra ~= nil or #a ~= 14 then
     refuse(CORRUPT, key, 'not a packed task')
   end
   local payload, priority, state, attempt, max_attempts, version, token, enqueued_at,
-    run_after, claimed_at, deadline, finished_at, errors, result, req, origin = unpack(a)
+    run_after, claimed_at, deadline, finished_at, errors, result = unpack(a)
   if type(payload) ~= 'string' or type(state) ~= 'string' or type(errors) ~= 'string' or
-    type(result) ~= 'string' or type(req) ~= 'string' or type(origin) ~= 'string' then
+    type(result) ~= 'string' then
     refuse(CORRUPT, key, 'a field of the task is not a string')
   end
   if not ORDER[state] then refuse(CORRUPT, key, 'field state = ' .. state) end
@@ -232,8 +231,7 @@ local function parse_task(key, id, v, seq)
   return {key = key, id = id, packed = v, payload = payload, priority = priority,
     state = state, attempt = attempt, max_attempts = max_attempts, version = version,
     token = token, enqueued_at = enqueued_at, run_after = run_after, claimed_at = claimed_at,
-    deadline = deadline, finished_at = finished_at, errors = errors, result = result,
-    req = req, origin = origin}
+    deadline = deadline, finished_at = finished_at, errors = errors, result = result}
 end
 
 -- load_task reads the task at key (one GET) and checks it: nil when there
@@ -414,15 +412,11 @@ local function unindex(t)
   redis.call('ZREM', KEYS[IDS[t.state]], t.id)
 end
 
--- save writes the task's packed value (its fields, the call's request ID
--- and the origin: the call's for a new task) in one SET, and keeps it for
--- emit.
+-- pack keeps the task's packed value in t.packed, for save and emit.
 local function pack(t)
-  t.req = CALL.req
-  t.origin = t.origin or t.req
   t.packed = cmsgpack.pack({t.payload, t.priority, t.state, t.attempt,
     t.max_attempts, t.version, t.token, t.enqueued_at, t.run_after,
-    t.claimed_at, t.deadline, t.finished_at, t.errors, t.result, t.req, t.origin})
+    t.claimed_at, t.deadline, t.finished_at, t.errors, t.result})
 end
 
 local function save(t)
