@@ -7,11 +7,21 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: test vet spec lint fuzz mutants bench check bench-peers
 
-# vet, then every test with the race detector. The output lists every test
-# and subtest that ran, so a log shows which scenarios were exercised.
+# The modules of their own whose tests make test runs too: they need
+# dependencies the library's go.mod does not carry (the OpenTelemetry SDK, an
+# exporter).
+TEST_MODULES ?= core/oteltest
+
+# vet, then every test with the race detector, of the library and of
+# TEST_MODULES. The output lists every test and subtest that ran, so a log
+# shows which scenarios were exercised.
 test: vet
 	$(GO) test -race -count=1 -timeout 20m -v $(PKGS) 2>&1 | tee .test.log | \
 	  grep -E '^\s*--- (PASS|FAIL|SKIP)|^(ok|FAIL|PASS|panic)|^\s+\S+\.go:[0-9]+:' ; \
+	  for m in $(TEST_MODULES); do \
+	    (cd $$m && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m -v ./...) 2>&1 | tee -a .test.log | \
+	      grep -E '^\s*--- (PASS|FAIL|SKIP)|^(ok|FAIL|PASS|panic)|^\s+\S+\.go:[0-9]+:|^# |vet:' ; \
+	  done; \
 	  grep -c -E '^\s*--- PASS' .test.log | sed 's/^/tests and subtests passed: /'
 
 vet:

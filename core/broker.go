@@ -50,6 +50,7 @@ type Broker struct {
 	recoverDelay time.Duration
 
 	stats   brokerCounters
+	tel     brokerTelemetry
 	running atomic.Bool
 }
 
@@ -75,6 +76,7 @@ func NewBroker(store Store, opts ...BrokerOption) (*Broker, error) {
 	if len(b.queues) == 0 {
 		return nil, fmt.Errorf("%w: a broker needs at least one queue (WithQueues)", ErrInvalidArgument)
 	}
+	b.tel = newBrokerTelemetry(&b.common, b.queues)
 	return b, nil
 }
 
@@ -123,8 +125,9 @@ func (b *Broker) Run(ctx context.Context) error {
 // batch (WithBatchSize) per store call. It returns what it did and the store
 // errors it met, joined; a queue's error does not stop the pass over the
 // others. Stale decisions are not errors: they are counted in Pass.Dropped.
-func (b *Broker) RunOnce(ctx context.Context) (Pass, error) {
-	var p Pass
+func (b *Broker) RunOnce(ctx context.Context) (p Pass, err error) {
+	ctx, span := b.tel.startPass(ctx, b.queues)
+	defer func() { b.tel.passDone(span, p, err) }()
 	var errs []error
 	for _, q := range b.queues {
 		if err := b.promote(ctx, q, &p); err != nil {
@@ -149,11 +152,12 @@ func (b *Broker) promote(ctx context.Context, queue string, p *Pass) error {
 	for {
 		res, err := b.store.Promote(ctx, PromoteParams{Queue: queue, Limit: b.batch})
 		if err != nil {
-			b.storeError(ctx, err)
+			b.storeError(ctx, queue, err)
 			return err
 		}
 		p.Promoted += len(res.IDs)
 		b.stats.promoted.Add(int64(len(res.IDs)))
+		b.tel.promotedN(ctx, queue, len(res.IDs))
 		if len(res.IDs) > 0 {
 			b.logger.DebugContext(ctx, "tasks promoted", "queue", queue, "count", len(res.IDs))
 		}
@@ -167,11 +171,12 @@ func (b *Broker) reap(ctx context.Context, queue string, p *Pass) error {
 	for {
 		res, err := b.store.ClaimExpired(ctx, ClaimExpiredParams{Queue: queue, ClaimTTL: b.claimTTL, Limit: b.batch})
 		if err != nil {
-			b.storeError(ctx, err)
+			b.storeError(ctx, queue, err)
 			return err
 		}
 		p.Claimed += len(res.Claims)
 		b.stats.claimed.Add(int64(len(res.Claims)))
+		b.tel.claimedN(ctx, queue, len(res.Claims))
 		var errs []error
 		for _, rc := range res.Claims {
 			if err := b.decide(ctx, res.Now, rc, p); err != nil {
@@ -187,6 +192,7 @@ func (b *Broker) reap(ctx context.Context, queue string, p *Pass) error {
 // decide consults the retry policy for one claimed task and records its
 // decision through the claim.
 func (b *Broker) decide(ctx context.Context, now time.Time, rc ReapClaim, p *Pass) error {
+	ctx, span := b.tel.startDecision(ctx, rc)
 	t := rc.Task
 	t.Errors = append(t.Errors[:len(t.Errors):len(t.Errors)],
 		TaskError{Attempt: t.Attempt, At: now, Message: model.LeaseExpiredMessage, LeaseExpired: true})
@@ -212,6 +218,7 @@ func (b *Broker) decide(ctx context.Context, now time.Time, rc ReapClaim, p *Pas
 			log.InfoContext(ctx, "expired task failed: no retry left")
 		}
 	}
+	b.tel.decided(ctx, span, rc.Queue, retry, err)
 	switch {
 	case err == nil:
 		return nil
@@ -221,7 +228,7 @@ func (b *Broker) decide(ctx context.Context, now time.Time, rc ReapClaim, p *Pas
 		log.DebugContext(ctx, "stale decision dropped", "retry", retry, "err", err)
 		return nil
 	default:
-		b.storeError(ctx, err)
+		b.storeError(ctx, rc.Queue, err)
 		return fmt.Errorf("decide task %q: %w", rc.TaskID, err)
 	}
 }
@@ -230,11 +237,12 @@ func (b *Broker) recover(ctx context.Context, queue string, p *Pass) error {
 	for {
 		res, err := b.store.RecoverExpired(ctx, RecoverExpiredParams{Queue: queue, Delay: b.recoverDelay, Limit: b.batch})
 		if err != nil {
-			b.storeError(ctx, err)
+			b.storeError(ctx, queue, err)
 			return err
 		}
 		p.Recovered += len(res.Tasks)
 		b.stats.recovered.Add(int64(len(res.Tasks)))
+		b.tel.recoveredTasks(ctx, queue, res.Tasks)
 		for _, t := range res.Tasks {
 			b.logger.InfoContext(ctx, "expired task recovered", "queue", queue, "task", t.ID, "state", t.State)
 		}
@@ -244,9 +252,10 @@ func (b *Broker) recover(ctx context.Context, queue string, p *Pass) error {
 	}
 }
 
-func (b *Broker) storeError(ctx context.Context, err error) {
+func (b *Broker) storeError(ctx context.Context, queue string, err error) {
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		return // the pass was cancelled
 	}
 	b.stats.storeErrors.Add(1)
+	b.tel.storeError(ctx, queue)
 }

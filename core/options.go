@@ -10,7 +10,8 @@ import (
 // is accepted by the components it makes sense for, and the compiler rejects
 // the others:
 //
-//	Option        (WithClock, WithLogger)            Queue, Worker, Broker
+//	Option        (WithClock, WithLogger,            Queue, Worker, Broker
+//	               WithMeterProvider, WithTracerProvider)
 //	RunnerOption  (WithRetryPolicy, WithBatchSize)   Worker, Broker
 //	WorkerOption  (WithConcurrency, WithLease, ...)  Worker
 //	BrokerOption  (WithQueues, WithInterval, ...)    Broker
@@ -19,9 +20,10 @@ import (
 
 // common holds the settings shared by every component.
 type common struct {
-	clock  Clock
-	logger *slog.Logger
-	err    error // the first invalid option
+	clock     Clock
+	logger    *slog.Logger
+	telemetry telemetry // the OpenTelemetry providers (telemetry.go)
+	err       error     // the first invalid option
 }
 
 func (c *common) init() {

@@ -42,6 +42,7 @@ type Queue struct {
 	common
 	store Store
 	name  string
+	tel   queueTelemetry
 }
 
 // NewQueue returns a handle on the queue called name. The name must pass
@@ -62,6 +63,7 @@ func NewQueue(store Store, name string, opts ...QueueOption) (*Queue, error) {
 	if q.err != nil {
 		return nil, q.err
 	}
+	q.tel = newQueueTelemetry(&q.common, name)
 	return q, nil
 }
 
@@ -122,7 +124,9 @@ func WithMaxAttempts(n int) EnqueueOption {
 // Errors: ErrInvalidArgument (an option out of range, or WithID("")),
 // ErrConflict (WithID names an existing task), ErrQueueFull, or an error of
 // the store's transport.
-func (q *Queue) Enqueue(ctx context.Context, payload []byte, opts ...EnqueueOption) (Task, error) {
+func (q *Queue) Enqueue(ctx context.Context, payload []byte, opts ...EnqueueOption) (task Task, err error) {
+	ctx, span := q.tel.startEnqueue(ctx)
+	defer func() { q.tel.enqueueDone(ctx, span, task, err) }()
 	a := enqueueArgs{EnqueueArgs: model.EnqueueArgs{MaxAttempts: DefaultMaxAttempts}}
 	for _, o := range opts {
 		o(&a)

@@ -106,6 +106,7 @@ type Worker struct {
 	shutdownTimeout time.Duration
 
 	stats    workerCounters
+	tel      workerTelemetry
 	storeNow storeClock
 	beats    beatList
 	acks     chan *job // successes waiting for the acker
@@ -181,6 +182,7 @@ func NewWorker(store Store, queue string, handler Handler, opts ...WorkerOption)
 	w.beats.init()
 	w.work = make(chan *job)
 	w.logger = w.logger.With("queue", queue)
+	w.tel = newWorkerTelemetry(&w.common, queue)
 	return w, nil
 }
 
@@ -321,6 +323,7 @@ func (w *Worker) fetch(base context.Context) {
 		}
 		if err != nil {
 			w.stats.storeErrors.Add(1)
+			w.tel.storeError(base, nil, false)
 			if errors.Is(err, ErrClosed) {
 				w.logger.ErrorContext(base, "the store is closed; the worker stops", "err", err)
 				w.runErr = fmt.Errorf("leasehold: worker of queue %s: %w", w.queue, err)
@@ -331,6 +334,7 @@ func (w *Worker) fetch(base context.Context) {
 		}
 		w.storeNow.observe(w.clock, res.Now)
 		w.stats.popped.Add(int64(len(res.Tasks)))
+		w.tel.popped(base, res)
 		for _, t := range res.Tasks {
 			w.jobs.Add(1)
 			w.dispatch(base, &job{task: t, claim: t.Claim()})
@@ -383,6 +387,7 @@ type job struct {
 	task   Task
 	claim  Claim
 	cancel context.CancelCauseFunc
+	tel    attempt // its span (telemetry.go)
 
 	// Guarded by the worker's beatList lock.
 	state      jobState
@@ -409,6 +414,7 @@ func (j *job) attrs(more ...any) []any {
 // runs in this goroutine; the outcome is recorded from a deferred call, so a
 // handler that calls runtime.Goexit is settled too.
 func (w *Worker) run(base context.Context, j *job) {
+	base = w.tel.startAttempt(base, j)
 	if closed(w.stopping) {
 		// Popped while the worker was stopping: give it back unstarted.
 		w.giveBack(base, j)
@@ -438,8 +444,10 @@ func (w *Worker) run(base context.Context, j *job) {
 			o = outcome{err: &PanicError{Value: r, Stack: debug.Stack()}}
 			w.stats.panics.Add(1)
 		}
+		w.tel.handlerReturned(base, w.clock, j, o.err)
 		w.settle(base, j, o)
 	}()
+	w.tel.handlerStarted(w.clock, j)
 	o.result, o.err = w.handler(ctx, j.claim, j.task)
 	returned = true
 }
@@ -496,6 +504,7 @@ func (w *Worker) acked(base context.Context, j *job, now time.Time, err error) {
 	case err == nil:
 		w.storeNow.observe(w.clock, now)
 		w.stats.acked.Add(1)
+		w.tel.recorded(base, j, decisionAck)
 		if w.logger.Enabled(base, slog.LevelDebug) {
 			w.logger.DebugContext(base, "task acknowledged", j.attrs()...)
 		}
@@ -504,12 +513,15 @@ func (w *Worker) acked(base context.Context, j *job, now time.Time, err error) {
 		// through this very claim makes it so, and the worker sends one. The
 		// store saw it twice (a retransmission); the first took effect.
 		w.stats.acked.Add(1)
+		w.tel.recorded(base, j, decisionAck)
 		w.logger.InfoContext(base, "task was already acknowledged by this claim", j.attrs("err", err)...)
 	case superseded(err):
 		w.stats.staleDecisions.Add(1)
+		w.tel.staleDecision(base, decisionAck)
 		w.lost(base, j, err)
 	default:
 		w.stats.storeErrors.Add(1)
+		w.tel.storeError(base, j, true)
 		w.logger.ErrorContext(base, "recording the outcome failed; the lease will lapse and a broker will decide the task",
 			j.attrs("err", err)...)
 	}
@@ -522,6 +534,7 @@ func (w *Worker) decideFailure(base context.Context, j *job, herr error) {
 	var res TaskResult
 	var counter *counter
 	var msg string
+	d := decisionFail
 	switch {
 	case IsPermanent(herr):
 		res, err = w.store.Fail(base, FailParams{Claim: j.claim, Message: herr.Error()})
@@ -539,7 +552,7 @@ func (w *Worker) decideFailure(base context.Context, j *job, herr error) {
 				runAfter = now.Add(delay).Truncate(time.Microsecond)
 			}
 			res, err = w.store.Retry(base, RetryParams{Claim: j.claim, RunAfter: runAfter, Message: herr.Error()})
-			counter, msg = &w.stats.retried, "task will be retried"
+			counter, msg, d = &w.stats.retried, "task will be retried", decisionRetry
 		} else {
 			res, err = w.store.Fail(base, FailParams{Claim: j.claim, Message: herr.Error()})
 			counter, msg = &w.stats.failed, "task failed: no retry left"
@@ -549,14 +562,17 @@ func (w *Worker) decideFailure(base context.Context, j *job, herr error) {
 	case err == nil:
 		w.storeNow.observe(w.clock, res.Now)
 		counter.Add(1)
+		w.tel.recorded(base, j, d)
 		if w.logger.Enabled(base, slog.LevelDebug) {
 			w.logger.DebugContext(base, msg, j.attrs("handler_err", herr)...)
 		}
 	case superseded(err):
 		w.stats.staleDecisions.Add(1)
+		w.tel.staleDecision(base, d)
 		w.lost(base, j, err)
 	default:
 		w.stats.storeErrors.Add(1)
+		w.tel.storeError(base, j, true)
 		w.logger.ErrorContext(base, "recording the outcome failed; the lease will lapse and a broker will decide the task",
 			j.attrs("err", err, "handler_err", herr)...)
 	}
@@ -687,6 +703,7 @@ func (w *Worker) extend(base context.Context, j *job) {
 		// the worker's own decision, not a lost lease.
 	default:
 		w.stats.storeErrors.Add(1)
+		w.tel.storeError(base, j, false)
 		w.logger.WarnContext(base, "heartbeat failed; trying again at the next beat", j.attrs("err", err)...)
 		w.beats.requeue(j, w.clock.Now().Add(w.heartbeat))
 	}
@@ -695,6 +712,7 @@ func (w *Worker) extend(base context.Context, j *job) {
 // lost handles a superseded claim: count it and tell the handler.
 func (w *Worker) lost(base context.Context, j *job, err error) {
 	w.stats.leasesLost.Add(1)
+	w.tel.leaseLost(base, j)
 	w.logger.InfoContext(base, "claim superseded; cancelling the handler", j.attrs("err", err)...)
 	j.cancel(fmt.Errorf("%w: %w", ErrClaimSuperseded, err))
 }
@@ -705,12 +723,15 @@ func (w *Worker) giveBack(base context.Context, j *job) {
 	switch {
 	case err == nil:
 		w.stats.released.Add(1)
+		w.tel.givenBack(base, j)
 		w.logger.InfoContext(base, "unfinished task given back", j.attrs()...)
 	case superseded(err):
 		w.stats.leasesLost.Add(1)
+		w.tel.leaseLost(base, j)
 		w.logger.InfoContext(base, "unfinished task was already superseded", j.attrs("err", err)...)
 	default:
 		w.stats.storeErrors.Add(1)
+		w.tel.storeError(base, j, true)
 		w.logger.ErrorContext(base, "giving the task back failed; the lease will lapse and a broker will decide the task", j.attrs("err", err)...)
 	}
 }
