@@ -116,6 +116,19 @@ type BatchStore interface {
 	AckBatch(ctx context.Context, p AckBatchParams) (BatchResult, error)
 }
 
+// Notifier is implemented by a store that can tell a waiting Worker that a
+// queue may have gained a Ready task (the PostgreSQL adapter, with
+// LISTEN/NOTIFY). A Worker whose store implements it waits on the channel
+// beside its poll timer, and pops as soon as it receives; the poll stays as
+// the fallback for a wake-up that never comes. A wake-up is a hint, never a
+// promise: the Pop that follows may find nothing.
+type Notifier interface {
+	// Wait returns a channel that receives a value whenever queue may have
+	// gained a Ready task, from the call on until ctx ends. At most one
+	// value is kept pending: wake-ups that come while one is pending merge.
+	Wait(ctx context.Context, queue string) <-chan struct{}
+}
+
 // EnqueueBatchParams are the arguments of BatchStore.EnqueueBatch.
 type EnqueueBatchParams struct {
 	Queue string

@@ -77,7 +77,8 @@ const (
 // handled as a single Ack's would be. Fail and Retry are single calls.
 //
 // When the queue is empty it polls with exponential backoff (WithPollInterval)
-// through its Clock. It never promotes Scheduled tasks: run a Broker for that.
+// through its Clock; with a store that implements Notifier it also pops as
+// soon as the store says the queue may have gained a task. It never promotes Scheduled tasks: run a Broker for that.
 //
 // A store error other than those is logged and counted: a failed heartbeat is
 // tried again at the next beat, a failed decision is not repeated, and the
@@ -304,6 +305,12 @@ func (w *Worker) watch(ctx, base context.Context) {
 // fetch pops tasks while slots are free, until the worker stops.
 func (w *Worker) fetch(base context.Context) {
 	wait := w.pollMin
+	var wake <-chan struct{} // nil (never ready) unless the store notifies
+	if n, ok := w.store.(Notifier); ok {
+		ctx, cancel := context.WithCancel(base)
+		defer cancel()
+		wake = n.Wait(ctx, w.queue)
+	}
 	for {
 		if closed(w.stopping) {
 			return
@@ -346,11 +353,14 @@ func (w *Worker) fetch(base context.Context) {
 		t := w.clock.NewTimer(wait)
 		select {
 		case <-t.C():
+			wait = min(2*wait, w.pollMax)
+		case <-wake:
+			t.Stop()
+			wait = w.pollMin
 		case <-w.stopping:
 			t.Stop()
 			return
 		}
-		wait = min(2*wait, w.pollMax)
 	}
 }
 

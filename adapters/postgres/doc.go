@@ -1,0 +1,115 @@
+// Package postgres is a core.Store kept in a PostgreSQL database, over
+// github.com/jackc/pgx/v5 and its pool (pgxpool). Any number of processes
+// may open stores on the same schema; every operation gives exactly the
+// model's answer (package model): the conformance suite of package spec
+// runs on it with each Pop implementation, and the linearizability harness
+// checks concurrent histories of many clients against the model.
+//
+//	store, err := postgres.Open(ctx, "postgres://app@db:5432/app", postgres.WithSchema("jobs"))
+//
+// # Schema
+//
+// The tables live in one schema (WithSchema, default DefaultSchema), so
+// tenants and tests are isolated by schema. Open creates the schema and
+// applies the migrations it lacks, under an advisory lock, each recorded in
+// the schema_version table; a schema from a newer build is refused.
+//
+//   - queues(name, seq): each queue's sequence, the last value drawn. The
+//     row outlives the queue's tasks, so no value is drawn twice.
+//   - tasks: one row per task with every field of model.Task, keyed by
+//     (queue, id). The ID is bytea (any bytes, ordered as Go orders
+//     strings); times are Unix microseconds, NULL for the zero time; the
+//     error history is a jsonb array of {attempt, at, message,
+//     lease_expired}, and a message that cannot be JSON text in PostgreSQL
+//     (not UTF-8, or holding a NUL) also keeps its exact bytes in base64.
+//   - indexes: one partial index per state in the order its operation
+//     takes them (Ready by priority and version for Pop, Scheduled by
+//     run-after, Running by deadline, finished tasks by finish time) and
+//     (queue, state, id) for List and Counts.
+//
+// # One lock per queue, one statement per change
+//
+// Every write of a queue runs in one transaction that first locks the
+// queue's row (SELECT … FOR UPDATE) and holds it until it commits. The
+// writes of a queue therefore take effect one after the other, in the order
+// their locks were granted, and each later statement of the transaction (at
+// READ COMMITTED, a snapshot per statement) sees every write committed
+// before. This is what keeps the sequence exact: a statement that changes
+// tasks stamps them with the sequence's value plus their rank and advances
+// the sequence by the number it stamped, in the same statement, so a value
+// is never drawn twice (by concurrent transactions, or after a crash, which
+// rolls back the draw with the change) and never skipped (a refused change
+// draws nothing), and versions are those the model gives. A PostgreSQL
+// SEQUENCE would never reissue a value either, but it is not transactional:
+// a rolled-back or refused operation would leave a gap, and versions would
+// no longer be the model's. The lock and the reads that follow it (the
+// sequence, the clock) go to the server in one round trip.
+//
+// The statement that changes a task carries the operation's guard in its
+// WHERE clause: a worker's decision (Extend, Ack, Fail, Retry) names the
+// task, the claim token and the states the model allows; a broker's
+// decision (Requeue, Finalize) the version of its reap claim; an operator's
+// action the version the operator saw, if any. When it matches no row, the
+// operation reads the task to say why, in the model's order (ErrStaleClaim,
+// ErrNotFound, ErrConflict, or a *model.TransitionError) and changes
+// nothing.
+//
+// Pop has two implementations (WithPopMode): PopUpdateReturning claims the
+// first Ready tasks with one UPDATE … RETURNING whose subselect takes them
+// FOR UPDATE SKIP LOCKED; PopSelectSkipLocked selects them with SELECT … FOR
+// UPDATE SKIP LOCKED and claims them with a second statement. Under the
+// queue's lock no other leasehold transaction holds a Ready task's row, so
+// SKIP LOCKED skips only rows an application locks itself; it keeps a Pop
+// from waiting on those.
+//
+// # Time
+//
+// Leases are judged by the database's clock, so the clocks of the clients
+// do not matter: each write reads clock_timestamp() in the round trip that
+// takes the queue's lock, after the lock is granted, and uses that one
+// reading for the whole operation (and reports it as Now). Not
+// transaction_timestamp(): that is the instant the transaction began,
+// before it waited for the lock, so an operation that waited would judge
+// leases by an instant earlier than the operations that went before it, and
+// an EnqueueTx or AckTx would take the start of the caller's transaction,
+// however long ago. With clock_timestamp() read under the lock, the
+// readings of one queue's operations follow the order they take effect
+// (as far as the server's clock does). WithClock replaces the database's
+// clock with an injected one, for tests.
+//
+// Times given by the caller are kept to the microsecond. A RunAfter, a Prune
+// bound and a computed deadline are rounded up to the next microsecond, so
+// every comparison with a clock reading has the result the exact time would
+// have had.
+//
+// # The application's transaction
+//
+// EnqueueTx and AckTx run Enqueue and Ack inside a pgx.Tx of the caller, in
+// a savepoint: the task's change commits with the application's own writes
+// or not at all, and AckTx checks the claim's token in that transaction, so
+// a worker whose claim was superseded gets ErrStaleClaim before it commits
+// anything. See the package example.
+//
+// # Wake-ups
+//
+// An operation that may make a task Ready (Enqueue, EnqueueBatch, Retry,
+// Requeue, InspectRequeue, a Promote or RecoverExpired that did) sends a
+// NOTIFY on the schema's channel, with the queue's name as payload, in its
+// transaction: it is delivered when it commits. Store implements
+// core.Notifier: Wait returns a channel that receives a value on each
+// such notification, from one LISTEN connection per store, so a Worker
+// waiting for work claims a new task within milliseconds. The Worker's
+// polling stays as the fallback: a notification can be lost (the listening
+// connection broke), and the notifier then wakes every waiter once it
+// listens again.
+//
+// # Damaged rows
+//
+// A row whose values are out of their ranges (an unknown state, a version
+// below 1), whose error history is not a JSON array of entries, or whose
+// fields disagree with its state (a Running task without a deadline, a
+// queued one holding a token) makes the operation that reads it fail with
+// an error wrapping core.ErrCorrupt, and roll back. A queue that has tasks
+// but no sequence row, or a sequence at 0, is ErrCorrupt too, never a
+// restart of the versions that could reissue a token a live claim holds.
+package postgres

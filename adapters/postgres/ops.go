@@ -1,0 +1,761 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/model"
+)
+
+// limitArg turns the model's "0: no limit" into SQL's LIMIT NULL.
+func limitArg(limit int) *int64 {
+	if limit == 0 {
+		return nil
+	}
+	v := int64(limit)
+	return &v
+}
+
+// byVersion sorts tasks stamped by one statement into the order the model
+// stamps them (RETURNING gives rows in no particular order).
+func byVersion(ts []model.Task) {
+	slices.SortFunc(ts, func(a, b model.Task) int {
+		switch {
+		case a.Version < b.Version:
+			return -1
+		case a.Version > b.Version:
+			return 1
+		}
+		return 0
+	})
+}
+
+// oneTask runs a statement that changes at most one task and returns it.
+// found is false when the statement matched no row.
+func (o *opTx) oneTask(q string, args ...any) (task model.Task, found bool, err error) {
+	ts, err := scanTasks(o.tx.Query(o.ctx, q, args...))
+	if err != nil {
+		return model.Task{}, false, err
+	}
+	switch len(ts) {
+	case 0:
+		return model.Task{}, false, nil
+	case 1:
+		return ts[0], true, nil
+	}
+	return model.Task{}, false, fmt.Errorf("leasehold/postgres: one statement changed %d tasks", len(ts))
+}
+
+// probe reads what the guards look at; found is false when the task does
+// not exist.
+func (o *opTx) probe(id string) (state model.State, token, version uint64, found bool, err error) {
+	var st int16
+	var tok, ver int64
+	err = o.tx.QueryRow(o.ctx, o.s.q.probe, o.queue, []byte(id)).Scan(&st, &tok, &ver)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, 0, 0, false, nil
+	}
+	if err != nil {
+		return 0, 0, 0, false, err
+	}
+	if st < int16(model.Scheduled) || st > int16(model.Failed) || tok < 0 || ver < 1 {
+		return 0, 0, 0, false, corrupt("task %q in queue %q: state %d, token %d, version %d", id, o.queue, st, tok, ver)
+	}
+	return model.State(st), uint64(tok), uint64(ver), true, nil
+}
+
+// --- producer and mover ------------------------------------------------------
+
+// validEnqueue is the model's check of Enqueue's arguments.
+func validEnqueue(a model.EnqueueArgs) error {
+	if err := model.ValidateID(a.ID); err != nil {
+		return err
+	}
+	if a.Priority < model.MinPriority || a.Priority > model.MaxPriority {
+		return invalid("priority %d outside %d..%d", a.Priority, model.MinPriority, model.MaxPriority)
+	}
+	if a.MaxAttempts < 1 {
+		return invalid("max attempts %d < 1", a.MaxAttempts)
+	}
+	return nil
+}
+
+// Enqueue implements core.Store.
+func (s *Store) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskResult, error) {
+	var task model.Task
+	now, err := s.write(ctx, p.Queue, lockCreate|lockNotify, func() error { return validEnqueue(p.EnqueueArgs) }, func(o *opTx) (err error) {
+		task, err = o.enqueue(p.EnqueueArgs)
+		return err
+	})
+	if err != nil {
+		return core.TaskResult{}, err
+	}
+	return core.TaskResult{Now: now, Task: task}, nil
+}
+
+// enqueue adds one task whose arguments are valid, with the model's checks
+// in its order: the ID is free, then the queue has room. A refused task
+// writes nothing.
+func (o *opTx) enqueue(a model.EnqueueArgs) (model.Task, error) {
+	task := model.Task{
+		Queue: o.queue, ID: a.ID, Payload: clone(a.Payload), Priority: a.Priority,
+		MaxAttempts: a.MaxAttempts, EnqueuedAt: o.now,
+	}
+	task.RunAfter = ceil(a.RunAfter)
+	task.State = queuedState(o.now, task.RunAfter)
+	var capacity *int64
+	if o.s.capacity > 0 {
+		c := int64(o.s.capacity)
+		capacity = &c
+	}
+	var v int64
+	err := o.tx.QueryRow(o.ctx, o.s.q.enqueue, o.queue, []byte(a.ID), task.Payload, int32(a.Priority), int16(task.State),
+		int64(a.MaxAttempts), micros(o.now), micros(task.RunAfter), capacity).Scan(&v)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		switch _, _, _, found, err := o.probe(a.ID); {
+		case errors.Is(err, core.ErrCorrupt) || found:
+			return model.Task{}, fmt.Errorf("%w: task %q already exists", core.ErrConflict, a.ID)
+		case err != nil:
+			return model.Task{}, err
+		}
+		return model.Task{}, fmt.Errorf("%w: %d pending tasks", core.ErrQueueFull, o.s.capacity)
+	case err != nil:
+		return model.Task{}, err
+	}
+	task.Version = uint64(v)
+	o.seq = v
+	return task, nil
+}
+
+// Promote implements core.Store.
+func (s *Store) Promote(ctx context.Context, p core.PromoteParams) (core.IDsResult, error) {
+	validate := func() error {
+		if p.Limit < 0 {
+			return invalid("limit %d < 0", p.Limit)
+		}
+		return nil
+	}
+	var ids []string
+	now, err := s.write(ctx, p.Queue, 0, validate, func(o *opTx) error {
+		ids = []string{}
+		if !o.has {
+			return nil
+		}
+		rows, err := o.tx.Query(o.ctx, s.q.promote, p.Queue, o.now.UnixMicro(), limitArg(p.Limit))
+		if err != nil {
+			return err
+		}
+		type promoted struct {
+			id      []byte
+			version int64
+		}
+		var got []promoted
+		for rows.Next() {
+			var r promoted
+			if err := rows.Scan(&r.id, &r.version); err != nil {
+				rows.Close()
+				return err
+			}
+			got = append(got, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		slices.SortFunc(got, func(a, b promoted) int { return int(a.version - b.version) })
+		for _, r := range got {
+			ids = append(ids, string(r.id))
+		}
+		if len(ids) > 0 {
+			return o.notify()
+		}
+		return nil
+	})
+	if err != nil {
+		return core.IDsResult{}, err
+	}
+	return core.IDsResult{Now: now, IDs: ids}, nil
+}
+
+// --- worker ------------------------------------------------------------------
+
+// Pop implements core.Store.
+func (s *Store) Pop(ctx context.Context, p core.PopParams) (core.TasksResult, error) {
+	validate := func() error {
+		if p.Lease <= 0 {
+			return invalid("lease %v <= 0", p.Lease)
+		}
+		if p.N < 1 || p.N > model.MaxBatch {
+			return invalid("batch %d outside 1..%d", p.N, model.MaxBatch)
+		}
+		return nil
+	}
+	var tasks []model.Task
+	now, err := s.write(ctx, p.Queue, 0, validate, func(o *opTx) (err error) {
+		tasks = []model.Task{}
+		if !o.has {
+			return nil
+		}
+		deadline := ceil(o.now.Add(p.Lease))
+		if s.popMode == PopSelectSkipLocked {
+			tasks, err = o.popSelect(p.N, deadline)
+		} else {
+			tasks, err = o.popReturning(p.N, deadline)
+		}
+		return err
+	})
+	if err != nil {
+		return core.TasksResult{}, err
+	}
+	return core.TasksResult{Now: now, Tasks: tasks}, nil
+}
+
+// popReturning claims the first n Ready tasks with one UPDATE … RETURNING.
+func (o *opTx) popReturning(n int, deadline time.Time) ([]model.Task, error) {
+	tasks, err := scanTasks(o.tx.Query(o.ctx, o.s.q.popReturning, o.queue, n, micros(o.now), micros(deadline)))
+	if err != nil {
+		return nil, err
+	}
+	byVersion(tasks)
+	if tasks == nil {
+		tasks = []model.Task{}
+	}
+	return tasks, nil
+}
+
+// popSelect selects the first n Ready tasks with SELECT … FOR UPDATE SKIP
+// LOCKED, then claims them with one UPDATE.
+func (o *opTx) popSelect(n int, deadline time.Time) ([]model.Task, error) {
+	tasks, err := scanTasks(o.tx.Query(o.ctx, o.s.q.popSelect, o.queue, n))
+	if err != nil {
+		return nil, err
+	}
+	if len(tasks) == 0 {
+		return []model.Task{}, nil
+	}
+	ids := make([][]byte, len(tasks))
+	for i, t := range tasks {
+		ids[i] = []byte(t.ID)
+	}
+	var claimed int64
+	if err := o.tx.QueryRow(o.ctx, o.s.q.popClaim, o.queue, ids, micros(o.now), micros(deadline)).Scan(&claimed); err != nil {
+		return nil, err
+	}
+	if claimed != int64(len(tasks)) {
+		return nil, fmt.Errorf("leasehold/postgres: pop: %d of %d selected tasks claimed", claimed, len(tasks))
+	}
+	for i := range tasks {
+		c := &tasks[i]
+		v := uint64(o.seq) + uint64(i) + 1
+		c.Version, c.ClaimToken = v, v
+		c.State = model.Running
+		c.Attempt++
+		c.ClaimedAt, c.Deadline = o.now, deadline
+	}
+	return tasks, nil
+}
+
+// validClaim is the model's check of a worker claim's arguments.
+func validClaim(c model.Claim) error {
+	if err := model.ValidateID(c.TaskID); err != nil {
+		return err
+	}
+	if c.Token == 0 {
+		return invalid("claim token 0")
+	}
+	return nil
+}
+
+// workerOp runs a worker's decision: q is an UPDATE guarded by task ID,
+// claim token and state whose first three parameters are queue, ID and
+// token. When it matches no row, the same transaction finds out why and
+// the operation changes nothing.
+func (s *Store) workerOp(ctx context.Context, tx pgx.Tx, flags lockFlags, op model.Op, c model.Claim, validate func() error, q string, args func(now time.Time) []any) (core.TaskResult, error) {
+	var task model.Task
+	check := func() error {
+		if validate != nil {
+			if err := validate(); err != nil {
+				return err
+			}
+		}
+		return validClaim(c)
+	}
+	fn := func(o *opTx) (err error) {
+		task, err = o.workerOp(op, c, q, args(o.now))
+		return err
+	}
+	var now time.Time
+	var err error
+	if tx != nil {
+		now, err = s.writeIn(ctx, tx, c.Queue, flags, check, fn)
+	} else {
+		now, err = s.write(ctx, c.Queue, flags, check, fn)
+	}
+	if err != nil {
+		return core.TaskResult{}, err
+	}
+	return core.TaskResult{Now: now, Task: task}, nil
+}
+
+func (o *opTx) workerOp(op model.Op, c model.Claim, q string, extra []any) (model.Task, error) {
+	if !o.has {
+		return model.Task{}, fmt.Errorf("%w: task %q no longer exists", core.ErrStaleClaim, c.TaskID)
+	}
+	got, found, err := o.oneTask(q, append([]any{o.queue, []byte(c.TaskID), int64(c.Token)}, extra...)...)
+	if err != nil {
+		return model.Task{}, err
+	}
+	if !found {
+		return model.Task{}, o.diagnoseClaim(op, c)
+	}
+	return got, nil
+}
+
+// diagnoseClaim explains why a worker's guarded UPDATE matched no row, in
+// the model's order: the task is gone or its token is another
+// (ErrStaleClaim), else the op is not legal from its state.
+func (o *opTx) diagnoseClaim(op model.Op, c model.Claim) error {
+	state, token, _, found, err := o.probe(c.TaskID)
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		return fmt.Errorf("%w: task %q no longer exists", core.ErrStaleClaim, c.TaskID)
+	case token != c.Token:
+		return fmt.Errorf("%w: token %d no longer holds task %q", core.ErrStaleClaim, c.Token, c.TaskID)
+	}
+	return transition(op, state, c.TaskID)
+}
+
+// transition is the refusal of op from state, after every other guard held.
+func transition(op model.Op, state model.State, id string) error {
+	if _, legal := model.Row(op, state); legal {
+		// The guarded statement should have matched: something is off.
+		return fmt.Errorf("leasehold/postgres: %v of task %q in state %v matched no row", op, id, state)
+	}
+	return &model.TransitionError{Op: op, State: state}
+}
+
+// Extend implements core.Store.
+func (s *Store) Extend(ctx context.Context, p core.ExtendParams) (core.TaskResult, error) {
+	validate := func() error {
+		if p.Lease <= 0 {
+			return invalid("lease %v <= 0", p.Lease)
+		}
+		return nil
+	}
+	return s.workerOp(ctx, nil, 0, model.OpExtend, p.Claim, validate, s.q.extend, func(now time.Time) []any {
+		return []any{micros(ceil(now.Add(p.Lease)))}
+	})
+}
+
+// Ack implements core.Store.
+func (s *Store) Ack(ctx context.Context, p core.AckParams) (core.TaskResult, error) {
+	return s.workerOp(ctx, nil, 0, model.OpAck, p.Claim, nil, s.q.ack, func(now time.Time) []any {
+		return []any{micros(now), clone(p.Result)}
+	})
+}
+
+// Fail implements core.Store.
+func (s *Store) Fail(ctx context.Context, p core.FailParams) (core.TaskResult, error) {
+	return s.workerOp(ctx, nil, 0, model.OpFail, p.Claim, nil, s.q.fail, func(now time.Time) []any {
+		text, raw := messageArgs(p.Message)
+		return []any{micros(now), text, raw}
+	})
+}
+
+// Retry implements core.Store.
+func (s *Store) Retry(ctx context.Context, p core.RetryParams) (core.TaskResult, error) {
+	return s.workerOp(ctx, nil, lockNotify, model.OpRetry, p.Claim, nil, s.q.retry, func(now time.Time) []any {
+		runAfter := ceil(p.RunAfter)
+		text, raw := messageArgs(p.Message)
+		return []any{micros(now), text, int16(queuedState(now, runAfter)), micros(runAfter), raw}
+	})
+}
+
+// queuedState is where a task returned to the queue lands: Scheduled if
+// runAfter is after now, else Ready.
+func queuedState(now, runAfter time.Time) model.State {
+	if runAfter.After(now) {
+		return model.Scheduled
+	}
+	return model.Ready
+}
+
+// --- broker ------------------------------------------------------------------
+
+// ClaimExpired implements core.Store.
+func (s *Store) ClaimExpired(ctx context.Context, p core.ClaimExpiredParams) (core.ReapResult, error) {
+	validate := func() error {
+		if p.ClaimTTL <= 0 {
+			return invalid("claim TTL %v <= 0", p.ClaimTTL)
+		}
+		if p.Limit < 0 {
+			return invalid("limit %d < 0", p.Limit)
+		}
+		return nil
+	}
+	var claims []model.ReapClaim
+	now, err := s.write(ctx, p.Queue, 0, validate, func(o *opTx) error {
+		claims = []model.ReapClaim{}
+		if !o.has {
+			return nil
+		}
+		if err := o.soundDeadlines(); err != nil {
+			return err
+		}
+		deadline := ceil(o.now.Add(p.ClaimTTL))
+		tasks, err := scanTasks(o.tx.Query(o.ctx, s.q.claimExpired, p.Queue, o.now.UnixMicro(), limitArg(p.Limit), micros(deadline)))
+		if err != nil {
+			return err
+		}
+		byVersion(tasks)
+		for _, task := range tasks {
+			claims = append(claims, model.ReapClaim{Queue: task.Queue, TaskID: task.ID, Version: task.Version, Deadline: task.Deadline, Task: task})
+		}
+		return nil
+	})
+	if err != nil {
+		return core.ReapResult{}, err
+	}
+	return core.ReapResult{Now: now, Claims: claims}, nil
+}
+
+// soundDeadlines fails with ErrCorrupt if a Running task of the queue has
+// no deadline, which the expiry scans would skip forever.
+func (o *opTx) soundDeadlines() error {
+	var id []byte
+	switch err := o.tx.QueryRow(o.ctx, o.s.q.damagedDeadline, o.queue).Scan(&id); {
+	case err == nil:
+		return corrupt("task %q in queue %q: running without a deadline", id, o.queue)
+	case !errors.Is(err, pgx.ErrNoRows):
+		return err
+	}
+	return nil
+}
+
+// brokerOp runs a broker's decision: q is an UPDATE guarded by task ID,
+// version and state whose first three parameters are queue, ID and version.
+func (s *Store) brokerOp(ctx context.Context, op model.Op, rc model.ReapClaim, flags lockFlags, q string, args func(now time.Time) []any) (core.TaskResult, error) {
+	var task model.Task
+	validate := func() error {
+		if err := model.ValidateID(rc.TaskID); err != nil {
+			return err
+		}
+		if rc.Version == 0 {
+			return invalid("reap claim version 0")
+		}
+		return nil
+	}
+	now, err := s.write(ctx, rc.Queue, flags, validate, func(o *opTx) error {
+		if !o.has {
+			return fmt.Errorf("%w: task %q no longer exists", core.ErrStaleClaim, rc.TaskID)
+		}
+		got, found, err := o.oneTask(q, append([]any{o.queue, []byte(rc.TaskID), int64(rc.Version)}, args(o.now)...)...)
+		if err != nil {
+			return err
+		}
+		if !found {
+			state, _, version, found, err := o.probe(rc.TaskID)
+			switch {
+			case err != nil:
+				return err
+			case !found:
+				return fmt.Errorf("%w: task %q no longer exists", core.ErrStaleClaim, rc.TaskID)
+			case version != rc.Version:
+				return fmt.Errorf("%w: task %q changed since version %d", core.ErrStaleClaim, rc.TaskID, rc.Version)
+			}
+			return transition(op, state, rc.TaskID)
+		}
+		task = got
+		return nil
+	})
+	if err != nil {
+		return core.TaskResult{}, err
+	}
+	return core.TaskResult{Now: now, Task: task}, nil
+}
+
+// leaseMessage is the message of a lease-expired error entry.
+func leaseMessage(m string) string {
+	if m == "" {
+		return model.LeaseExpiredMessage
+	}
+	return m
+}
+
+// Requeue implements core.Store.
+func (s *Store) Requeue(ctx context.Context, p core.RequeueParams) (core.TaskResult, error) {
+	return s.brokerOp(ctx, model.OpRequeue, p.ReapClaim, lockNotify, s.q.requeue, func(now time.Time) []any {
+		runAfter := ceil(p.RunAfter)
+		text, raw := messageArgs(leaseMessage(p.Message))
+		return []any{micros(now), text, int16(queuedState(now, runAfter)), micros(runAfter), raw}
+	})
+}
+
+// Finalize implements core.Store.
+func (s *Store) Finalize(ctx context.Context, p core.FinalizeParams) (core.TaskResult, error) {
+	return s.brokerOp(ctx, model.OpFinalize, p.ReapClaim, 0, s.q.finalize, func(now time.Time) []any {
+		text, raw := messageArgs(leaseMessage(p.Message))
+		return []any{micros(now), text, raw}
+	})
+}
+
+// RecoverExpired implements core.Store.
+func (s *Store) RecoverExpired(ctx context.Context, p core.RecoverExpiredParams) (core.TasksResult, error) {
+	validate := func() error {
+		if p.Delay < 0 {
+			return invalid("retry delay %v < 0", p.Delay)
+		}
+		if p.Limit < 0 {
+			return invalid("limit %d < 0", p.Limit)
+		}
+		return nil
+	}
+	var tasks []model.Task
+	now, err := s.write(ctx, p.Queue, 0, validate, func(o *opTx) (err error) {
+		tasks = []model.Task{}
+		if !o.has {
+			return nil
+		}
+		if err := o.soundDeadlines(); err != nil {
+			return err
+		}
+		runAfter := ceil(o.now.Add(p.Delay))
+		tasks, err = scanTasks(o.tx.Query(o.ctx, s.q.recoverExpired, p.Queue, o.now.UnixMicro(), limitArg(p.Limit),
+			int16(queuedState(o.now, runAfter)), micros(runAfter)))
+		if err != nil {
+			return err
+		}
+		byVersion(tasks)
+		if tasks == nil {
+			tasks = []model.Task{}
+		}
+		for _, t := range tasks {
+			if t.State == model.Ready {
+				return o.notify()
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return core.TasksResult{}, err
+	}
+	return core.TasksResult{Now: now, Tasks: tasks}, nil
+}
+
+// --- inspector ---------------------------------------------------------------
+
+// inspectorOp runs an operator's action, diagnosing a miss in the model's
+// order: ErrNotFound, ErrConflict (expected version), then the state.
+func (s *Store) inspectorOp(ctx context.Context, op model.Op, p core.InspectParams, flags lockFlags, q string) (core.TaskResult, error) {
+	var task model.Task
+	now, err := s.write(ctx, p.Queue, flags, func() error { return model.ValidateID(p.ID) }, func(o *opTx) error {
+		if !o.has {
+			return fmt.Errorf("%w: %q", core.ErrNotFound, p.ID)
+		}
+		got, found, err := o.oneTask(q, p.Queue, []byte(p.ID), int64(p.Expect))
+		if err != nil {
+			return err
+		}
+		if !found {
+			state, _, version, found, err := o.probe(p.ID)
+			switch {
+			case err != nil:
+				return err
+			case !found:
+				return fmt.Errorf("%w: %q", core.ErrNotFound, p.ID)
+			case p.Expect != 0 && version != p.Expect:
+				return fmt.Errorf("%w: task %q is at version %d, not %d", core.ErrConflict, p.ID, version, p.Expect)
+			}
+			return transition(op, state, p.ID)
+		}
+		task = got
+		return nil
+	})
+	if err != nil {
+		return core.TaskResult{}, err
+	}
+	return core.TaskResult{Now: now, Task: task}, nil
+}
+
+// InspectRequeue implements core.Store.
+func (s *Store) InspectRequeue(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
+	return s.inspectorOp(ctx, model.OpInspectRequeue, p, lockNotify, s.q.inspectRequeue)
+}
+
+// Remove implements core.Store. The queue's sequence is not reset, so an ID
+// enqueued again never gets a version or token it had before.
+func (s *Store) Remove(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
+	return s.inspectorOp(ctx, model.OpRemove, p, 0, s.q.remove)
+}
+
+// Prune implements core.Store.
+func (s *Store) Prune(ctx context.Context, p core.PruneParams) (core.IDsResult, error) {
+	var succeeded, failed bool
+	validate := func() error {
+		if len(p.States) == 0 {
+			return invalid("prune: no states")
+		}
+		for _, st := range p.States {
+			if _, ok := model.Row(model.OpPrune, st); !st.Valid() || !ok {
+				return invalid("prune: %v is not a terminal state", st)
+			}
+			succeeded = succeeded || st == model.Succeeded
+			failed = failed || st == model.Failed
+		}
+		if p.Limit < 0 {
+			return invalid("limit %d < 0", p.Limit)
+		}
+		return nil
+	}
+	var ids []string
+	now, err := s.write(ctx, p.Queue, 0, validate, func(o *opTx) error {
+		ids = []string{}
+		if !o.has {
+			return nil
+		}
+		rows, err := o.tx.Query(o.ctx, s.q.prune, p.Queue, ceil(p.Before).UnixMicro(), succeeded, failed, limitArg(p.Limit))
+		if err != nil {
+			return err
+		}
+		type pruned struct {
+			id       []byte
+			finished *int64
+		}
+		var got []pruned
+		for rows.Next() {
+			var r pruned
+			if err := rows.Scan(&r.id, &r.finished); err != nil {
+				rows.Close()
+				return err
+			}
+			if r.finished == nil {
+				rows.Close()
+				return corrupt("prune: task %q finished at no time", r.id)
+			}
+			got = append(got, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		slices.SortFunc(got, func(a, b pruned) int {
+			if *a.finished != *b.finished {
+				if *a.finished < *b.finished {
+					return -1
+				}
+				return 1
+			}
+			return strings.Compare(string(a.id), string(b.id))
+		})
+		for _, r := range got {
+			ids = append(ids, string(r.id))
+		}
+		return nil
+	})
+	if err != nil {
+		return core.IDsResult{}, err
+	}
+	return core.IDsResult{Now: now, IDs: ids}, nil
+}
+
+// Get implements core.Store.
+func (s *Store) Get(ctx context.Context, p core.GetParams) (core.Task, error) {
+	var task model.Task
+	err := s.read(ctx, p.Queue, func() error { return model.ValidateID(p.ID) }, func() error {
+		ts, err := scanTasks(s.pool.Query(ctx, s.q.get, p.Queue, []byte(p.ID)))
+		if err != nil {
+			return err
+		}
+		if len(ts) == 0 {
+			return fmt.Errorf("%w: %q", core.ErrNotFound, p.ID)
+		}
+		task = ts[0]
+		return nil
+	})
+	return task, err
+}
+
+// List implements core.Store.
+func (s *Store) List(ctx context.Context, p core.ListParams) (core.ListResult, error) {
+	validate := func() error {
+		if !p.State.Valid() {
+			return invalid("list: state %d", uint8(p.State))
+		}
+		if p.Limit < 1 || p.Limit > model.MaxBatch {
+			return invalid("list: limit %d outside 1..%d", p.Limit, model.MaxBatch)
+		}
+		return nil
+	}
+	var res core.ListResult
+	err := s.read(ctx, p.Queue, validate, func() error {
+		ts, err := scanTasks(s.pool.Query(ctx, s.q.list[p.State], p.Queue, []byte(p.After), p.Limit+1))
+		if err != nil {
+			return err
+		}
+		if len(ts) > p.Limit {
+			ts = ts[:p.Limit]
+			res.Next = ts[p.Limit-1].ID
+		}
+		res.Tasks = ts
+		return nil
+	})
+	if err != nil {
+		return core.ListResult{}, err
+	}
+	return res, nil
+}
+
+// Counts implements core.Store.
+func (s *Store) Counts(ctx context.Context, p core.CountsParams) (core.Counts, error) {
+	var c core.Counts
+	err := s.read(ctx, p.Queue, nil, func() error {
+		rows, err := s.pool.Query(ctx, s.q.counts, p.Queue)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var st int16
+			var n int64
+			if err := rows.Scan(&st, &n); err != nil {
+				return err
+			}
+			switch state := model.State(st); {
+			case st < int16(model.Scheduled) || st > int16(model.Failed):
+				return corrupt("queue %q: tasks in state %d", p.Queue, st)
+			case state == model.Scheduled:
+				c.Scheduled = int(n)
+			case state == model.Ready:
+				c.Ready = int(n)
+			case state == model.Running:
+				c.Running = int(n)
+			case state == model.Succeeded:
+				c.Succeeded = int(n)
+			case state == model.Failed:
+				c.Failed = int(n)
+			}
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return core.Counts{}, err
+	}
+	return c, nil
+}
+
+func clone(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}

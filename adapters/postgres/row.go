@@ -1,0 +1,214 @@
+package postgres
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasehold/leasehold/model"
+)
+
+// errorEntry is one element of the JSON array in the errors column.
+type errorEntry struct {
+	Attempt int    `json:"attempt"`
+	At      *int64 `json:"at"` // Unix microseconds; null for the zero time
+	Message string `json:"message"`
+	// MessageBytes holds the message's bytes in base64 when they cannot be
+	// JSON text in PostgreSQL (not valid UTF-8, or holding a NUL); Message
+	// then has U+FFFD in their place.
+	MessageBytes *string `json:"message_bytes,omitempty"`
+	LeaseExpired bool    `json:"lease_expired"`
+}
+
+// messageArgs returns a message as the text and the raw bytes (base64, or
+// nil when the text is the message) that appendError stores.
+func messageArgs(m string) (text string, raw *string) {
+	if utf8.ValidString(m) && !strings.ContainsRune(m, 0) {
+		return m, nil
+	}
+	b64 := base64.StdEncoding.EncodeToString([]byte(m))
+	return strings.ReplaceAll(strings.ToValidUTF8(m, "\uFFFD"), "\x00", "\uFFFD"), &b64
+}
+
+// micros encodes a time for the database: Unix microseconds, or NULL for the
+// zero time (which must come back as the zero time, not 1970).
+func micros(t time.Time) *int64 {
+	if t.IsZero() {
+		return nil
+	}
+	v := t.UnixMicro()
+	return &v
+}
+
+// fromMicros decodes what micros encoded.
+func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
+
+func fromNullMicros(v *int64) time.Time {
+	if v == nil {
+		return time.Time{}
+	}
+	return fromMicros(*v)
+}
+
+// trunc truncates a time to the precision the store keeps, in UTC.
+func trunc(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.Truncate(time.Microsecond).UTC()
+}
+
+// ceil rounds a time up to the precision the store keeps, in UTC. Times that
+// are later compared with a clock reading (which has whole microseconds) are
+// rounded up, so every comparison gives the answer the exact time would:
+// ceil(t) <= now exactly when t <= now.
+func ceil(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	c := t.Truncate(time.Microsecond)
+	if c.Before(t) {
+		c = c.Add(time.Microsecond)
+	}
+	return c.UTC()
+}
+
+// rawTask is a task row as PostgreSQL gives it (taskColumns).
+type rawTask struct {
+	queue                                            string
+	id, payload, result                              []byte
+	priority, attempt                                int32
+	state                                            int16
+	maxAttempts, version, token                      int64
+	enqueuedAt, runAfter, claimedAt, deadline, finAt *int64
+	errors                                           string
+}
+
+func (r *rawTask) dest() []any {
+	return []any{&r.queue, &r.id, &r.payload, &r.priority, &r.state, &r.attempt, &r.maxAttempts, &r.version,
+		&r.token, &r.enqueuedAt, &r.runAfter, &r.claimedAt, &r.deadline, &r.finAt, &r.errors, &r.result}
+}
+
+// decode turns a row into a Task, or returns an error wrapping
+// core.ErrCorrupt saying what does not hold: a value out of its range, an
+// error history that is not a JSON array of entries, or fields that
+// disagree with the state.
+func (r *rawTask) decode() (model.Task, error) {
+	t := model.Task{
+		Queue: r.queue, ID: string(r.id), Payload: nilIfEmpty(r.payload), Priority: int(r.priority),
+		State: model.State(r.state), Attempt: int(r.attempt), MaxAttempts: int(r.maxAttempts),
+		Version: uint64(r.version), ClaimToken: uint64(r.token),
+		EnqueuedAt: fromNullMicros(r.enqueuedAt), RunAfter: fromNullMicros(r.runAfter),
+		ClaimedAt: fromNullMicros(r.claimedAt), Deadline: fromNullMicros(r.deadline),
+		FinishedAt: fromNullMicros(r.finAt), Result: nilIfEmpty(r.result),
+	}
+	bad := func(format string, args ...any) (model.Task, error) {
+		return model.Task{}, corrupt("task %q in queue %q: "+format, append([]any{t.ID, t.Queue}, args...)...)
+	}
+	switch {
+	case r.state < int16(model.Scheduled) || r.state > int16(model.Failed):
+		return bad("state %d", r.state)
+	case r.priority < model.MinPriority || r.priority > model.MaxPriority:
+		return bad("priority %d", r.priority)
+	case r.attempt < 0:
+		return bad("attempt %d", r.attempt)
+	case r.maxAttempts < 1:
+		return bad("max attempts %d", r.maxAttempts)
+	case r.version < 1:
+		return bad("version %d", r.version)
+	case r.token < 0:
+		return bad("claim token %d", r.token)
+	case r.enqueuedAt == nil:
+		return bad("no enqueue time")
+	}
+	errs, err := decodeErrors(r.errors)
+	if err != nil {
+		return bad("errors %.40q: %v", r.errors, err)
+	}
+	t.Errors = errs
+	if why := unsound(t); why != "" {
+		return bad("(%v) %s", t.State, why)
+	}
+	return t, nil
+}
+
+func nilIfEmpty(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+func decodeErrors(text string) ([]model.TaskError, error) {
+	var entries []errorEntry
+	if err := json.Unmarshal([]byte(text), &entries); err != nil {
+		return nil, fmt.Errorf("not a JSON array of errors: %v", err)
+	}
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	out := make([]model.TaskError, len(entries))
+	for k, e := range entries {
+		out[k] = model.TaskError{Attempt: e.Attempt, Message: e.Message, LeaseExpired: e.LeaseExpired}
+		if e.MessageBytes != nil {
+			b, err := base64.StdEncoding.DecodeString(*e.MessageBytes)
+			if err != nil {
+				return nil, fmt.Errorf("message bytes not in base64")
+			}
+			out[k].Message = string(b)
+		}
+		if e.At != nil {
+			out[k].At = fromMicros(*e.At)
+		}
+	}
+	return out, nil
+}
+
+// unsound checks that the fields of a decoded task agree with its state, as
+// the model's invariants require of every task, and returns what is wrong,
+// or "".
+func unsound(t model.Task) string {
+	switch {
+	case t.ClaimToken > t.Version:
+		return fmt.Sprintf("claim token %d ahead of version %d", t.ClaimToken, t.Version)
+	case t.State == model.Running && (t.ClaimToken == 0 || t.ClaimedAt.IsZero() || t.Deadline.IsZero()):
+		return fmt.Sprintf("running without a claim (token %d, claimed %v, deadline %v)", t.ClaimToken, t.ClaimedAt, t.Deadline)
+	case t.State == model.Running && t.Attempt < 1:
+		return fmt.Sprintf("running with attempt %d", t.Attempt)
+	case (t.State == model.Ready || t.State == model.Scheduled) && (t.ClaimToken != 0 || !t.ClaimedAt.IsZero() || !t.Deadline.IsZero()):
+		return fmt.Sprintf("queued with a claim (token %d, claimed %v, deadline %v)", t.ClaimToken, t.ClaimedAt, t.Deadline)
+	case t.State == model.Scheduled && t.RunAfter.IsZero():
+		return "scheduled without a run-after time"
+	case t.State.Terminal() && (t.FinishedAt.IsZero() || !t.Deadline.IsZero()):
+		return fmt.Sprintf("finished at %v with deadline %v", t.FinishedAt, t.Deadline)
+	case !t.State.Terminal() && !t.FinishedAt.IsZero():
+		return fmt.Sprintf("not finished but finished at %v", t.FinishedAt)
+	}
+	return ""
+}
+
+// scanTasks reads every row of rows as a task and closes rows.
+func scanTasks(rows pgx.Rows, err error) ([]model.Task, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []model.Task
+	for rows.Next() {
+		var r rawTask
+		if err := rows.Scan(r.dest()...); err != nil {
+			return nil, err
+		}
+		t, err := r.decode()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}

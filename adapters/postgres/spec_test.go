@@ -1,0 +1,51 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/leasehold/leasehold/adapters/postgres"
+	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/spec"
+)
+
+var popModes = []postgres.PopMode{postgres.PopUpdateReturning, postgres.PopSelectSkipLocked}
+
+// newStore makes a store on a schema no other store uses, emptied and
+// given back when the test ends.
+func newStore(tb testing.TB, opts ...postgres.Option) *postgres.Store {
+	tb.Helper()
+	pool := pgtest.Pool(tb)
+	schema := pgtest.Take()
+	s, err := postgres.New(context.Background(), pool, append([]postgres.Option{postgres.WithSchema(schema)}, opts...)...)
+	if err != nil {
+		tb.Fatalf("New: %v", err)
+	}
+	tb.Cleanup(func() {
+		s.Close()
+		pgtest.Give(tb, schema)
+	})
+	return s
+}
+
+func harness(mode postgres.PopMode) spec.Harness {
+	return spec.Harness{
+		Name: "postgres/" + mode.String(),
+		New: func(tb testing.TB, clock core.Clock, capacity int) core.Store {
+			return newStore(tb, postgres.WithClock(clock), postgres.WithCapacity(capacity), postgres.WithPopMode(mode))
+		},
+	}
+}
+
+func TestConformance(t *testing.T) {
+	for _, mode := range popModes {
+		t.Run(mode.String(), func(t *testing.T) { spec.Run(t, harness(mode)) })
+	}
+}
+
+func TestDifferential(t *testing.T) {
+	for _, mode := range popModes {
+		t.Run(mode.String(), func(t *testing.T) { spec.Differential(t, harness(mode)) })
+	}
+}

@@ -1,0 +1,230 @@
+package postgres
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/leasehold/leasehold/model"
+)
+
+// The SQL of every operation. A statement that changes a task carries the
+// guard of its operation in its WHERE clause (task ID with claim token and
+// a state the op is legal from for a worker, version and state for a
+// broker, the version the operator saw for an inspector), so it can only
+// change the task it was meant for; when it matches no row the operation
+// reads the task to say why. Every write runs after the queue's row lock
+// (queries.lock), in a statement of its own, so it sees every write
+// committed before the lock was granted. A statement that stamps tasks
+// numbers them from the sequence (seqBase) by rank and advances the
+// sequence by the number it stamped, in the same statement: a refused
+// operation stamps nothing and draws nothing.
+//
+// Numbers in the SQL are model.State values; the source states of each
+// operation are read from model.Transitions, so the SQL cannot disagree with
+// the table. "{s}" is the quoted schema name.
+
+// from returns the states op is legal from, as a SQL list ("1, 3, 4").
+func from(op model.Op) string {
+	var s []string
+	for _, st := range model.States {
+		if _, ok := model.Row(op, st); ok {
+			s = append(s, fmt.Sprint(int(st)))
+		}
+	}
+	if len(s) == 0 {
+		panic("leasehold/postgres: model has no source state for " + op.String())
+	}
+	return strings.Join(s, ", ")
+}
+
+const (
+	taskColumns = `queue, id, payload, priority, state, attempt, max_attempts, version, claim_token, enqueued_at, run_after, claimed_at, deadline, finished_at, errors::text, result`
+	// nowMicros is the database's clock in Unix microseconds.
+	nowMicros = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
+	// seqBase is the sequence's value before the statement.
+	seqBase = `(SELECT seq FROM {s}.queues WHERE name = $1)`
+)
+
+// bump advances the queue's sequence by the number of rows of the CTE u.
+const bump = `, bumped AS (UPDATE {s}.queues SET seq = seq + (SELECT count(*) FROM u) WHERE name = $1)`
+
+// appendError is the errors column with one entry appended. at, message,
+// raw and leaseExpired are SQL expressions; raw is the message's bytes in
+// base64 when they cannot be JSON text as they are (NULL otherwise). A
+// column that is not a JSON array is left as it is, and the row then fails
+// to decode with ErrCorrupt, which rolls the operation back.
+func appendError(at, message, raw, leaseExpired string) string {
+	return `CASE WHEN jsonb_typeof(errors) <> 'array' THEN errors ELSE errors || jsonb_build_array(
+  jsonb_build_object('attempt', attempt, 'at', ` + at + `, 'message', ` + message + `::text, 'lease_expired', ` + leaseExpired + `)
+  || CASE WHEN ` + raw + `::text IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('message_bytes', ` + raw + `::text) END) END`
+}
+
+// queries holds every statement with the schema filled in.
+type queries struct {
+	schema string
+
+	ensureQueue, lock, dbNow, anyTask, probe, pending string
+
+	enqueue, promote, popReturning, popSelect, popClaim string
+	extend, ack, fail, retry                            string
+	damagedDeadline, claimExpired, requeue, finalize    string
+	recoverExpired, inspectRequeue, remove, prune       string
+	get, counts                                         string
+	list                                                map[model.State]string
+	notify                                              string
+}
+
+func buildQueries(schema string) queries {
+	r := strings.NewReplacer("{s}", schema)
+	f := func(format string, args ...any) string { return r.Replace(fmt.Sprintf(format, args...)) }
+	workerGuard := `WHERE queue = $1 AND id = $2 AND claim_token = $3 AND state IN (%s) RETURNING ` + taskColumns + `)` + bump + ` SELECT ` + taskColumns + ` FROM u`
+	brokerGuard := `WHERE queue = $1 AND id = $2 AND version = $3 AND state IN (%s) RETURNING ` + taskColumns + `)` + bump + ` SELECT ` + taskColumns + ` FROM u`
+	q := queries{
+		schema:      schema,
+		ensureQueue: f(`INSERT INTO {s}.queues (name, seq) VALUES ($1, 0) ON CONFLICT (name) DO NOTHING`),
+		lock:        f(`SELECT seq FROM {s}.queues WHERE name = $1 FOR UPDATE`),
+		dbNow:       `SELECT ` + nowMicros,
+		anyTask:     f(`SELECT EXISTS (SELECT 1 FROM {s}.tasks WHERE queue = $1)`),
+		probe:       f(`SELECT state, claim_token, version FROM {s}.tasks WHERE queue = $1 AND id = $2`),
+		pending: f(`SELECT count(*) FROM (SELECT 1 FROM {s}.tasks WHERE queue = $1 AND state IN (%d, %d, %d) LIMIT $2) p`,
+			model.Scheduled, model.Ready, model.Running),
+		notify: `SELECT pg_notify($1, $2)`,
+
+		// $1 queue, $2 id, $3 payload, $4 priority, $5 state, $6 max
+		// attempts, $7 now, $8 run after, $9 capacity (NULL: none). The
+		// model looks at the ID first: a taken ID is a conflict even when
+		// the queue is full (ON CONFLICT never sees a row the WHERE
+		// filtered out, so the caller probes the ID when nothing came back).
+		enqueue: f(`WITH u AS (
+  INSERT INTO {s}.tasks (queue, id, payload, priority, state, attempt, max_attempts, version, claim_token, enqueued_at, run_after, errors)
+  SELECT $1::text, $2::bytea, $3::bytea, $4::integer, $5::smallint, 0, $6::bigint, %[1]s + 1, 0, $7::bigint, $8::bigint, '[]'
+  WHERE $9::bigint IS NULL OR (SELECT count(*) FROM (SELECT 1 FROM {s}.tasks WHERE queue = $1 AND state IN (%[2]d, %[3]d, %[4]d) LIMIT $9) p) < $9
+  ON CONFLICT (queue, id) DO NOTHING RETURNING version)`+bump+` SELECT version FROM u`,
+			seqBase, model.Scheduled, model.Ready, model.Running),
+
+		// $1 queue, $2 now, $3 limit (NULL: none)
+		promote: f(`WITH due AS (
+  SELECT id, row_number() OVER (ORDER BY run_after, id) AS rank FROM (
+    SELECT id, run_after FROM {s}.tasks WHERE queue = $1 AND state = %[1]d AND run_after <= $2 ORDER BY run_after, id LIMIT $3 FOR UPDATE) d
+), u AS (
+  UPDATE {s}.tasks t SET state = %[2]d, version = %[3]s + due.rank
+  FROM due WHERE t.queue = $1 AND t.id = due.id AND t.state IN (%[4]s) RETURNING t.id, t.version)`+bump+` SELECT id, version FROM u`,
+			model.Scheduled, model.Ready, seqBase, from(model.OpPromote)),
+
+		// $1 queue, $2 n, $3 now, $4 deadline
+		popReturning: f(`WITH first AS (
+  SELECT id, row_number() OVER (ORDER BY priority DESC, version) AS rank FROM (
+    SELECT id, priority, version FROM {s}.tasks WHERE queue = $1 AND state = %[1]d ORDER BY priority DESC, version LIMIT $2 FOR UPDATE SKIP LOCKED) f
+), u AS (
+  UPDATE {s}.tasks t SET state = %[2]d, version = %[3]s + first.rank, claim_token = %[3]s + first.rank,
+    attempt = t.attempt + 1, claimed_at = $3, deadline = $4
+  FROM first WHERE t.queue = $1 AND t.id = first.id AND t.state IN (%[4]s) RETURNING %[5]s)`+bump+` SELECT %[6]s FROM u`,
+			model.Ready, model.Running, seqBase, from(model.OpPop), qualified("t"), taskColumns),
+
+		// $1 queue, $2 n
+		popSelect: f(`SELECT %s FROM {s}.tasks WHERE queue = $1 AND state = %d ORDER BY priority DESC, version LIMIT $2 FOR UPDATE SKIP LOCKED`,
+			taskColumns, model.Ready),
+		// $1 queue, $2 ids, $3 now, $4 deadline, $5 new sequence value; the
+		// versions are the sequence's value + the rank in $2.
+		popClaim: f(`WITH picked AS (SELECT id, ord FROM unnest($2::bytea[]) WITH ORDINALITY AS p(id, ord)),
+u AS (
+  UPDATE {s}.tasks t SET state = %[1]d, version = %[2]s + picked.ord, claim_token = %[2]s + picked.ord,
+    attempt = t.attempt + 1, claimed_at = $3, deadline = $4
+  FROM picked WHERE t.queue = $1 AND t.id = picked.id AND t.state IN (%[3]s) RETURNING t.id)`+bump+` SELECT count(*) FROM u`,
+			model.Running, seqBase, from(model.OpPop)),
+
+		// Worker ops: $1 queue, $2 id, $3 claim token; then their own.
+		// $4 deadline
+		extend: f(`WITH u AS (UPDATE {s}.tasks SET version = %s + 1, deadline = $4 `+workerGuard, seqBase, from(model.OpExtend)),
+		// $4 now, $5 result
+		ack: f(`WITH u AS (UPDATE {s}.tasks SET version = %s + 1, state = %d, result = $5, finished_at = $4, deadline = NULL `+workerGuard,
+			seqBase, model.Succeeded, from(model.OpAck)),
+		// $4 now, $5 message, $6 its bytes if it cannot be JSON text
+		fail: f(`WITH u AS (UPDATE {s}.tasks SET version = %s + 1, state = %d, errors = %s, finished_at = $4, deadline = NULL `+workerGuard,
+			seqBase, model.Failed, appendError("$4::bigint", "$5", "$6", "false"), from(model.OpFail)),
+		// $4 now, $5 message, $6 new state, $7 run after, $8 the message's bytes
+		retry: f(`WITH u AS (UPDATE {s}.tasks SET version = %s + 1, state = $6, errors = %s, run_after = $7,
+  claim_token = 0, claimed_at = NULL, deadline = NULL, finished_at = NULL `+workerGuard,
+			seqBase, appendError("$4::bigint", "$5", "$8", "false"), from(model.OpRetry)),
+
+		// $1 queue. A Running task without a deadline would never be found
+		// expired: ClaimExpired and RecoverExpired look for one first.
+		damagedDeadline: f(`SELECT id FROM {s}.tasks WHERE queue = $1 AND state = %d AND deadline IS NULL LIMIT 1`, model.Running),
+
+		// $1 queue, $2 now, $3 limit, $4 new deadline
+		claimExpired: f(`WITH expired AS (
+  SELECT id, row_number() OVER (ORDER BY deadline, id) AS rank FROM (
+    SELECT id, deadline FROM {s}.tasks WHERE queue = $1 AND state = %[1]d AND deadline <= $2 ORDER BY deadline, id LIMIT $3 FOR UPDATE) e
+), u AS (
+  UPDATE {s}.tasks t SET version = %[2]s + expired.rank, deadline = $4
+  FROM expired WHERE t.queue = $1 AND t.id = expired.id AND t.state IN (%[3]s) RETURNING %[4]s)`+bump+` SELECT %[5]s FROM u`,
+			model.Running, seqBase, from(model.OpClaimExpired), qualified("t"), taskColumns),
+
+		// Broker decisions: $1 queue, $2 id, $3 version of the reap claim; then their own.
+		// $4 now, $5 message, $6 new state, $7 run after, $8 the message's bytes
+		requeue: f(`WITH u AS (UPDATE {s}.tasks SET version = %s + 1, state = $6, errors = %s, run_after = $7,
+  claim_token = 0, claimed_at = NULL, deadline = NULL, finished_at = NULL `+brokerGuard,
+			seqBase, appendError("$4::bigint", "$5", "$8", "true"), from(model.OpRequeue)),
+		// $4 now, $5 message, $6 its bytes
+		finalize: f(`WITH u AS (UPDATE {s}.tasks SET version = %s + 1, state = %d, errors = %s, finished_at = $4, deadline = NULL `+brokerGuard,
+			seqBase, model.Failed, appendError("$4::bigint", "$5", "$6", "true"), from(model.OpFinalize)),
+
+		// $1 queue, $2 now, $3 limit, $4 state when retried, $5 run after when retried
+		recoverExpired: f(`WITH expired AS (
+  SELECT id, row_number() OVER (ORDER BY deadline, id) AS rank FROM (
+    SELECT id, deadline FROM {s}.tasks WHERE queue = $1 AND state = %[1]d AND deadline <= $2 ORDER BY deadline, id LIMIT $3 FOR UPDATE) e
+), u AS (
+  UPDATE {s}.tasks t SET version = %[2]s + expired.rank,
+    errors = %[3]s,
+    state       = CASE WHEN t.attempt >= t.max_attempts THEN %[4]d ELSE $4::smallint END,
+    finished_at = CASE WHEN t.attempt >= t.max_attempts THEN $2 ELSE NULL END,
+    run_after   = CASE WHEN t.attempt >= t.max_attempts THEN t.run_after ELSE $5 END,
+    claim_token = CASE WHEN t.attempt >= t.max_attempts THEN t.claim_token ELSE 0 END,
+    claimed_at  = CASE WHEN t.attempt >= t.max_attempts THEN t.claimed_at ELSE NULL END,
+    deadline = NULL
+  FROM expired WHERE t.queue = $1 AND t.id = expired.id AND t.state IN (%[5]s) RETURNING %[6]s)`+bump+` SELECT %[7]s FROM u`,
+			model.Running, seqBase, appendError("$2::bigint", "'"+model.LeaseExpiredMessage+"'", "NULL", "true"),
+			model.Failed, from(model.OpRecoverExpired), qualified("t"), taskColumns),
+
+		// Inspector actions: $1 queue, $2 id, $3 expected version (0: any).
+		inspectRequeue: f(`WITH u AS (UPDATE {s}.tasks SET version = %s + 1, state = %d, attempt = 0, result = NULL, run_after = NULL,
+  claim_token = 0, claimed_at = NULL, deadline = NULL, finished_at = NULL
+  WHERE queue = $1 AND id = $2 AND ($3 = 0 OR version = $3) AND state IN (%s) RETURNING %s)`+bump+` SELECT %[4]s FROM u`,
+			seqBase, model.Ready, from(model.OpInspectRequeue), taskColumns),
+		remove: f(`DELETE FROM {s}.tasks WHERE queue = $1 AND id = $2 AND ($3 = 0 OR version = $3) AND state IN (%s) RETURNING %s`,
+			from(model.OpRemove), taskColumns),
+
+		// $1 queue, $2 before, $3 succeeded wanted, $4 failed wanted, $5
+		// limit (NULL: none). Each state is read in index order up to the
+		// limit, and the oldest of both are taken.
+		prune: f(`WITH doomed AS (
+  SELECT id FROM (
+    (SELECT id, finished_at FROM {s}.tasks WHERE $3 AND queue = $1 AND state = %[1]d AND finished_at < $2 ORDER BY finished_at, id LIMIT $5)
+    UNION ALL
+    (SELECT id, finished_at FROM {s}.tasks WHERE $4 AND queue = $1 AND state = %[2]d AND finished_at < $2 ORDER BY finished_at, id LIMIT $5)
+  ) b ORDER BY finished_at, id LIMIT $5
+)
+DELETE FROM {s}.tasks t USING doomed WHERE t.queue = $1 AND t.id = doomed.id RETURNING t.id, t.finished_at`, model.Succeeded, model.Failed),
+
+		get:    f(`SELECT %s FROM {s}.tasks WHERE queue = $1 AND id = $2`, taskColumns),
+		counts: f(`SELECT state, count(*) FROM {s}.tasks WHERE queue = $1 GROUP BY state`),
+		list:   map[model.State]string{},
+	}
+	for _, st := range model.States {
+		q.list[st] = f(`SELECT %s FROM {s}.tasks WHERE queue = $1 AND state = %d AND id > $2 ORDER BY id LIMIT $3`, taskColumns, st)
+	}
+	return q
+}
+
+// qualified is taskColumns named through the table alias a.
+func qualified(a string) string {
+	cols := strings.Split(taskColumns, ", ")
+	for i, c := range cols {
+		if c == "errors::text" {
+			cols[i] = a + ".errors"
+			continue
+		}
+		cols[i] = a + "." + c
+	}
+	return strings.Join(cols, ", ")
+}

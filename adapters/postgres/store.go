@@ -1,0 +1,412 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/core"
+)
+
+// Store is a core.Store kept in a PostgreSQL database, under one schema. It
+// is safe for concurrent use by many goroutines, and any number of
+// processes may open stores on the same schema.
+type Store struct {
+	pool     *pgxpool.Pool
+	ownPool  bool
+	schema   string
+	clock    core.Clock // nil: the database's clock
+	capacity int
+	popMode  PopMode
+	q        queries
+
+	notifier *notifier
+
+	mu     sync.RWMutex // held shared by every operation, exclusively by Close
+	closed bool
+}
+
+var (
+	_ core.Store      = (*Store)(nil)
+	_ core.BatchStore = (*Store)(nil)
+)
+
+// PopMode selects how Pop claims Ready tasks. Both give the same results;
+// they differ in the SQL that does the claim.
+type PopMode uint8
+
+const (
+	// PopUpdateReturning claims the tasks with one UPDATE … RETURNING whose
+	// subselect picks them with FOR UPDATE SKIP LOCKED.
+	PopUpdateReturning PopMode = iota
+	// PopSelectSkipLocked selects the first Ready tasks with SELECT … FOR
+	// UPDATE SKIP LOCKED, then claims them with a second statement.
+	PopSelectSkipLocked
+)
+
+// String names the pop mode.
+func (m PopMode) String() string {
+	switch m {
+	case PopUpdateReturning:
+		return "update-returning"
+	case PopSelectSkipLocked:
+		return "select-skip-locked"
+	}
+	return fmt.Sprintf("PopMode(%d)", uint8(m))
+}
+
+// DefaultSchema is the schema the store's tables live in unless WithSchema
+// names another.
+const DefaultSchema = "leasehold"
+
+// Option configures Open and New.
+type Option func(*config)
+
+type config struct {
+	schema   string
+	clock    core.Clock
+	capacity int
+	popMode  PopMode
+	notify   bool
+}
+
+// WithSchema names the schema (created if needed) that holds the store's
+// tables, so tenants and tests can share one database; default
+// DefaultSchema. The name is quoted as it is given.
+func WithSchema(name string) Option { return func(c *config) { c.schema = name } }
+
+// WithClock makes the store judge time by clock instead of the database's
+// clock_timestamp(). It is meant for tests (with a core.FakeClock); in
+// production the database's clock is the one every client agrees on.
+func WithClock(clock core.Clock) Option { return func(c *config) { c.clock = clock } }
+
+// WithCapacity bounds the pending (Scheduled, Ready and Running) tasks of
+// each queue; Enqueue beyond it is ErrQueueFull. 0, the default, means
+// unlimited. Every store of a schema must be given the same capacity.
+func WithCapacity(n int) Option { return func(c *config) { c.capacity = max(n, 0) } }
+
+// WithPopMode selects the Pop implementation (default PopUpdateReturning).
+func WithPopMode(m PopMode) Option { return func(c *config) { c.popMode = m } }
+
+// WithoutNotifications turns LISTEN/NOTIFY off: the store sends no
+// notifications and is no core.Notifier's source of wake-ups, so Workers
+// poll.
+func WithoutNotifications() Option { return func(c *config) { c.notify = false } }
+
+// Open connects to the database at url (a PostgreSQL connection string,
+// postgres://user@host:port/db?…), creates or migrates the store's schema,
+// and returns a store that owns its connection pool and closes it on Close.
+func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
+	pcfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("%w: postgres: %v", core.ErrInvalidArgument, err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("leasehold/postgres: connect: %w", err)
+	}
+	s, err := newStore(ctx, pool, true, opts)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// New returns a store on a pool the application owns (the one its own
+// transactions use, for EnqueueTx and AckTx), after creating or migrating
+// the store's schema. Close leaves the pool open.
+func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("%w: postgres: nil pool", core.ErrInvalidArgument)
+	}
+	return newStore(ctx, pool, false, opts)
+}
+
+func newStore(ctx context.Context, pool *pgxpool.Pool, own bool, opts []Option) (*Store, error) {
+	cfg := config{schema: DefaultSchema, notify: true}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	switch {
+	case cfg.schema == "" || len(cfg.schema) > 63 || strings.ContainsRune(cfg.schema, 0):
+		return nil, fmt.Errorf("%w: postgres: schema name %q must have 1..63 bytes and no NUL", core.ErrInvalidArgument, cfg.schema)
+	case cfg.popMode != PopUpdateReturning && cfg.popMode != PopSelectSkipLocked:
+		return nil, fmt.Errorf("%w: postgres: unknown pop mode %d", core.ErrInvalidArgument, cfg.popMode)
+	}
+	s := &Store{pool: pool, ownPool: own, schema: cfg.schema, clock: cfg.clock, capacity: cfg.capacity,
+		popMode: cfg.popMode, q: buildQueries(pgx.Identifier{cfg.schema}.Sanitize())}
+	if err := migrate(ctx, pool, s.schema, s.q.schema); err != nil {
+		return nil, err
+	}
+	if cfg.notify {
+		s.notifier = newNotifier(s)
+	}
+	return s, nil
+}
+
+// Pool returns the store's connection pool.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Schema returns the name of the schema the store's tables live in.
+func (s *Store) Schema() string { return s.schema }
+
+// String names the store.
+func (s *Store) String() string {
+	return fmt.Sprintf("postgres store, schema %s (pop %v)", s.schema, s.popMode)
+}
+
+// Close stops the store's listener and, for a store made by Open, closes
+// its pool. It waits for operations in progress; later operations return
+// core.ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	if s.notifier != nil {
+		s.notifier.close()
+	}
+	if s.ownPool {
+		s.pool.Close()
+	}
+	return nil
+}
+
+// DropSchema drops the store's schema with everything in it and closes the
+// store. It is meant for tests and tools that made a schema of their own.
+func (s *Store) DropSchema(ctx context.Context) error {
+	_, err := s.pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+s.q.schema+` CASCADE`)
+	return errors.Join(err, s.Close())
+}
+
+// enter checks what every operation checks first, in the model store's
+// order: the context, the queue name, that the store is open, then the
+// operation's own arguments. On success the caller holds s.mu shared and
+// must call s.mu.RUnlock.
+func (s *Store) enter(ctx context.Context, queue string, validate func() error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := core.ValidateQueueName(queue); err != nil {
+		return err
+	}
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return core.ErrClosed
+	}
+	if validate != nil {
+		if err := validate(); err != nil {
+			s.mu.RUnlock()
+			return err
+		}
+	}
+	return nil
+}
+
+// lockFlags say what an operation does when it takes its queue's lock.
+type lockFlags uint8
+
+const (
+	// lockCreate makes the queue's row when it has none (Enqueue).
+	lockCreate lockFlags = 1 << iota
+	// lockNotify notifies the queue's listeners when the operation
+	// commits: it may make a task Ready (a notification for an operation
+	// that then does not is a wake-up for nothing, which costs a Pop).
+	lockNotify
+)
+
+// notify notifies the queue's listeners when the transaction commits.
+func (o *opTx) notify() error {
+	if o.s.notifier == nil {
+		return nil
+	}
+	_, err := o.tx.Exec(o.ctx, o.s.q.notify, o.s.notifier.channel, o.queue)
+	return err
+}
+
+// op is one write operation's view of its transaction: the queue it holds
+// locked, the instant it takes effect, and whether the queue has a row (a
+// queue without one has no task).
+type opTx struct {
+	s     *Store
+	ctx   context.Context
+	tx    pgx.Tx
+	queue string
+	now   time.Time
+	seq   int64
+	has   bool
+}
+
+// write performs one write operation in a transaction of its own: it locks
+// the queue's row (every write of a queue holds it until it commits, which
+// is what orders them and keeps the sequence without gaps), reads the clock
+// and runs fn. If fn fails nothing it did is kept.
+func (s *Store) write(ctx context.Context, queue string, flags lockFlags, validate func() error, fn func(o *opTx) error) (time.Time, error) {
+	if err := s.enter(ctx, queue, validate); err != nil {
+		return time.Time{}, err
+	}
+	defer s.mu.RUnlock()
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("leasehold/postgres: begin: %w", err)
+	}
+	o := &opTx{s: s, ctx: ctx, tx: tx, queue: queue}
+	if err := o.run(flags, fn); err != nil {
+		rollback(tx)
+		return time.Time{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return time.Time{}, fmt.Errorf("leasehold/postgres: commit: %w", err)
+	}
+	return o.now, nil
+}
+
+// writeIn performs one write operation inside the caller's transaction, in
+// a savepoint, so an operation that fails leaves the caller's transaction
+// as it was.
+func (s *Store) writeIn(ctx context.Context, outer pgx.Tx, queue string, flags lockFlags, validate func() error, fn func(o *opTx) error) (time.Time, error) {
+	if outer == nil {
+		return time.Time{}, fmt.Errorf("%w: postgres: nil transaction", core.ErrInvalidArgument)
+	}
+	if err := s.enter(ctx, queue, validate); err != nil {
+		return time.Time{}, err
+	}
+	defer s.mu.RUnlock()
+	sp, err := outer.Begin(ctx)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("leasehold/postgres: savepoint: %w", err)
+	}
+	o := &opTx{s: s, ctx: ctx, tx: sp, queue: queue}
+	if err := o.run(flags, fn); err != nil {
+		if rerr := sp.Rollback(ctx); rerr != nil {
+			return time.Time{}, errors.Join(err, fmt.Errorf("leasehold/postgres: rollback to savepoint: %w", rerr))
+		}
+		return time.Time{}, err
+	}
+	if err := sp.Commit(ctx); err != nil {
+		return time.Time{}, fmt.Errorf("leasehold/postgres: release savepoint: %w", err)
+	}
+	return o.now, nil
+}
+
+func rollback(tx pgx.Tx) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = tx.Rollback(ctx) // a failed rollback closes the connection, which ends the transaction
+}
+
+// run locks the queue, reads the clock and runs fn, turning a panic into an
+// error.
+func (o *opTx) run(flags lockFlags, fn func(o *opTx) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("leasehold/postgres: internal error: %v", r)
+		}
+	}()
+	if err := o.lock(flags); err != nil {
+		return err
+	}
+	return fn(o)
+}
+
+// lock takes the queue's row lock, then reads the sequence, the clock and
+// whether the queue has tasks, in one round trip (the statements of a batch
+// run one after the other, so the clock is read once the lock is held).
+// create makes the row if it is missing (Enqueue).
+func (o *opTx) lock(flags lockFlags) error {
+	create := flags&lockCreate != 0
+	b := &pgx.Batch{}
+	if create {
+		b.Queue(o.s.q.ensureQueue, o.queue)
+	}
+	b.Queue(o.s.q.lock, o.queue)
+	b.Queue(o.s.q.dbNow)
+	b.Queue(o.s.q.anyTask, o.queue)
+	notify := flags&lockNotify != 0 && o.s.notifier != nil
+	if notify {
+		b.Queue(o.s.q.notify, o.s.notifier.channel, o.queue)
+	}
+	res := o.tx.SendBatch(o.ctx, b)
+	defer res.Close()
+	if create {
+		if _, err := res.Exec(); err != nil {
+			return err
+		}
+	}
+	switch err := res.QueryRow().Scan(&o.seq); {
+	case errors.Is(err, pgx.ErrNoRows):
+		o.has = false
+	case err != nil:
+		return err
+	default:
+		o.has = true
+	}
+	var dbNow int64
+	if err := res.QueryRow().Scan(&dbNow); err != nil {
+		return err
+	}
+	var any bool
+	if err := res.QueryRow().Scan(&any); err != nil {
+		return err
+	}
+	if notify {
+		if _, err := res.Exec(); err != nil {
+			return err
+		}
+	}
+	if err := res.Close(); err != nil {
+		return err
+	}
+	if o.s.clock != nil {
+		o.now = trunc(o.s.clock.Now())
+	} else {
+		o.now = fromMicros(dbNow)
+	}
+	if (!o.has || o.seq == 0) && any {
+		// A queue without a row, or whose sequence has not started, must
+		// have no task, else its row was lost or reset.
+		return corrupt("queue %q has tasks but its sequence is missing or reset", o.queue)
+	}
+	return nil
+}
+
+// read runs fn for a read operation, on the pool: every read is one
+// statement, so it sees one committed state.
+func (s *Store) read(ctx context.Context, queue string, validate func() error, fn func() error) (err error) {
+	if err := s.enter(ctx, queue, validate); err != nil {
+		return err
+	}
+	defer s.mu.RUnlock()
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("leasehold/postgres: internal error: %v", r)
+		}
+	}()
+	return fn()
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{core.ErrInvalidArgument}, args...)...)
+}
+
+func corrupt(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{core.ErrCorrupt}, args...)...)
+}
+
+// isCode reports whether err is a PostgreSQL error with the given SQLSTATE.
+func isCode(err error, code string) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == code
+}
