@@ -1,0 +1,214 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasehold/leasehold/adapters/postgres"
+	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/model"
+)
+
+func enqueue(t *testing.T, s core.Store, queue, id string) core.Task {
+	t.Helper()
+	res, err := s.Enqueue(context.Background(), core.EnqueueParams{Queue: queue, EnqueueArgs: model.EnqueueArgs{ID: id, MaxAttempts: 3}})
+	if err != nil {
+		t.Fatalf("Enqueue(%s): %v", id, err)
+	}
+	return res.Task
+}
+
+// TestAnIdleWorkerClaimsANewTaskBeforeItsPoll: a Worker that found its
+// queue empty waits for its next poll (an hour here); the NOTIFY of an
+// Enqueue wakes it, and it handles the task long before.
+func TestAnIdleWorkerClaimsANewTaskBeforeItsPoll(t *testing.T) {
+	s := newStore(t)
+	const poll = time.Hour
+	handled := make(chan struct{}, 1)
+	w, err := core.NewWorker(s, "wake", func(ctx context.Context, c core.Claim, task core.Task) ([]byte, error) {
+		handled <- struct{}{}
+		return nil, nil
+	}, core.WithPollInterval(poll, poll))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	// Let the worker find the queue empty and start waiting on its poll
+	// (its first Pop comes at once) and its listener connect.
+	time.Sleep(500 * time.Millisecond)
+	start := time.Now()
+	enqueue(t, s, "wake", "t1")
+	select {
+	case <-handled:
+		t.Logf("claimed %v after the enqueue", time.Since(start))
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the task was not handled within 30s of its enqueue (poll interval %v): no wake-up", poll)
+	}
+}
+
+// TestWithoutNotificationsAWorkerWaitsForItsPoll is the control: the same
+// worker on a store that sends no notifications does not handle the task
+// before its poll.
+func TestWithoutNotificationsAWorkerWaitsForItsPoll(t *testing.T) {
+	s := newStore(t, postgres.WithoutNotifications())
+	var n atomic.Int64
+	w, err := core.NewWorker(s, "wake", func(ctx context.Context, c core.Claim, task core.Task) ([]byte, error) {
+		n.Add(1)
+		return nil, nil
+	}, core.WithPollInterval(time.Hour, time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	time.Sleep(500 * time.Millisecond)
+	enqueue(t, s, "wake", "t1")
+	time.Sleep(500 * time.Millisecond)
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	if n.Load() != 0 {
+		t.Fatalf("handled %d tasks without a wake-up or a poll", n.Load())
+	}
+}
+
+// TestLeasesAreJudgedByTheDatabaseClock: without WithClock, Now is the
+// server's clock, and a lease lapses by it.
+func TestLeasesAreJudgedByTheDatabaseClock(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	var dbNow time.Time
+	if err := s.Pool().QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&dbNow); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "q", EnqueueArgs: model.EnqueueArgs{ID: "a", MaxAttempts: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := res.Now.Sub(dbNow); d < 0 || d > 10*time.Second {
+		t.Fatalf("Now %v is not the database's clock (%v)", res.Now, dbNow)
+	}
+	pop, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: 100 * time.Millisecond, N: 1})
+	if err != nil || len(pop.Tasks) != 1 {
+		t.Fatalf("Pop: %v %v", pop, err)
+	}
+	if got, _ := s.ClaimExpired(ctx, core.ClaimExpiredParams{Queue: "q", ClaimTTL: time.Minute}); len(got.Claims) != 0 {
+		t.Fatalf("a lease of 100ms lapsed at once: %v", got.Claims)
+	}
+	time.Sleep(150 * time.Millisecond)
+	got, err := s.ClaimExpired(ctx, core.ClaimExpiredParams{Queue: "q", ClaimTTL: time.Minute})
+	if err != nil || len(got.Claims) != 1 {
+		t.Fatalf("ClaimExpired after the lease: %v %v", got.Claims, err)
+	}
+	if !got.Now.After(pop.Tasks[0].Deadline) && !got.Now.Equal(pop.Tasks[0].Deadline) {
+		t.Fatalf("claimed at %v, before the deadline %v", got.Now, pop.Tasks[0].Deadline)
+	}
+}
+
+// TestSchemasAreIsolatedAndVersioned: two stores on two schemas of one
+// database do not see each other's tasks; the schema records its version;
+// a schema from a newer build is refused.
+func TestSchemasAreIsolatedAndVersioned(t *testing.T) {
+	ctx := context.Background()
+	a, b := newStore(t), newStore(t)
+	enqueue(t, a, "q", "only-in-a")
+	if _, err := b.Get(ctx, core.GetParams{Queue: "q", ID: "only-in-a"}); !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("b sees a's task: %v", err)
+	}
+	v, err := postgres.CurrentSchemaVersion(ctx, a.Pool(), a.Schema())
+	if err != nil || v != postgres.SchemaVersion {
+		t.Fatalf("schema version %d, %v; want %d", v, err, postgres.SchemaVersion)
+	}
+	// Opening again migrates nothing and keeps the tasks.
+	again, err := postgres.New(ctx, a.Pool(), postgres.WithSchema(a.Schema()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := again.Get(ctx, core.GetParams{Queue: "q", ID: "only-in-a"}); err != nil {
+		t.Fatalf("reopened store lost the task: %v", err)
+	}
+	again.Close()
+	// A newer build's schema.
+	schema := pgtest.Schema()
+	c, err := postgres.New(ctx, a.Pool(), postgres.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pgtest.Drop(t, pgtest.URL(t), schema)
+	c.Close()
+	if _, err := a.Pool().Exec(ctx, `INSERT INTO `+pgx.Identifier{schema}.Sanitize()+`.schema_version (version) VALUES ($1)`, postgres.SchemaVersion+1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := postgres.New(ctx, a.Pool(), postgres.WithSchema(schema)); err == nil {
+		t.Fatal("a schema from a newer build was accepted")
+	}
+}
+
+// TestDamagedRowsAreErrCorrupt: rows changed behind the store's back are
+// refused with ErrCorrupt by the operations that read them, and the
+// operation changes nothing.
+func TestDamagedRowsAreErrCorrupt(t *testing.T) {
+	ctx := context.Background()
+	damage := map[string]string{
+		"unknown state":           `UPDATE %s.tasks SET state = 9`,
+		"errors not an array":     `UPDATE %s.tasks SET errors = '{"a": 1}'`,
+		"running without a claim": `UPDATE %s.tasks SET claim_token = 0`,
+		"priority out of range":   `UPDATE %s.tasks SET priority = 99999`,
+	}
+	for name, q := range damage {
+		t.Run(name, func(t *testing.T) {
+			s := newStore(t)
+			enqueue(t, s, "q", "a")
+			pop, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Minute, N: 1})
+			if err != nil || len(pop.Tasks) != 1 {
+				t.Fatalf("Pop: %v", err)
+			}
+			if _, err := s.Pool().Exec(ctx, sprintf(q, pgx.Identifier{s.Schema()}.Sanitize())); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Get(ctx, core.GetParams{Queue: "q", ID: "a"}); !errors.Is(err, core.ErrCorrupt) {
+				t.Errorf("Get: %v, want ErrCorrupt", err)
+			}
+			_, err = s.Extend(ctx, core.ExtendParams{Claim: pop.Tasks[0].Claim(), Lease: time.Minute})
+			if name != "running without a claim" && !errors.Is(err, core.ErrCorrupt) {
+				t.Errorf("Extend: %v, want ErrCorrupt", err)
+			}
+			var seq int64
+			if err := s.Pool().QueryRow(ctx, `SELECT seq FROM `+pgx.Identifier{s.Schema()}.Sanitize()+`.queues`).Scan(&seq); err != nil || seq != 2 {
+				t.Errorf("sequence %d (%v) after refused operations, want 2", seq, err)
+			}
+		})
+	}
+	t.Run("sequence row lost", func(t *testing.T) {
+		s := newStore(t)
+		enqueue(t, s, "q", "a")
+		if _, err := s.Pool().Exec(ctx, `DELETE FROM `+pgx.Identifier{s.Schema()}.Sanitize()+`.queues`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "q", EnqueueArgs: model.EnqueueArgs{ID: "b", MaxAttempts: 1}}); !errors.Is(err, core.ErrCorrupt) {
+			t.Errorf("Enqueue after the sequence was lost: %v, want ErrCorrupt", err)
+		}
+		if _, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Minute, N: 1}); !errors.Is(err, core.ErrCorrupt) {
+			t.Errorf("Pop after the sequence was lost: %v, want ErrCorrupt", err)
+		}
+	})
+}
+
+func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
