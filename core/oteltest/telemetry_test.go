@@ -605,7 +605,7 @@ func (failingAcks) Ack(context.Context, core.AckParams) (core.TaskResult, error)
 	return core.TaskResult{}, errNetwork
 }
 
-func TestAStoreErrorAndAGivenBackTaskEndTheirAttempts(t *testing.T) {
+func TestAStoreErrorAPanicAndAGivenBackTaskEachEndTheirAttempt(t *testing.T) {
 	r := newRig(t)
 	clk := core.NewFakeClock(t0)
 	mem := memory.New(memory.WithClock(clk))
@@ -616,17 +616,20 @@ func TestAStoreErrorAndAGivenBackTaskEndTheirAttempts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range []string{"unacked", "held"} {
+	for _, id := range []string{"unacked", "panics", "held"} {
 		if _, err := producer.Enqueue(ctx, nil, core.WithID(id)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	holding := make(chan struct{})
 	w, err := core.NewWorker(store, queue, func(ctx context.Context, c core.Claim, _ core.Task) ([]byte, error) {
-		if c.TaskID == "held" {
+		switch c.TaskID {
+		case "held":
 			close(holding)
 			<-ctx.Done() // returns once the worker gives the task back
 			return nil, context.Cause(ctx)
+		case "panics":
+			panic("handler bug")
 		}
 		return nil, nil
 	}, core.WithClock(clk), core.WithConcurrency(2), r.meters, r.tracers)
@@ -639,7 +642,10 @@ func TestAStoreErrorAndAGivenBackTaskEndTheirAttempts(t *testing.T) {
 	case <-time.After(guard):
 		t.Fatal("the held task's handler did not start")
 	}
-	await(t, "the failed ack", nil, 0, func() bool { return w.Stats().StoreErrors == 1 })
+	await(t, "the failed ack and the retried panic", nil, 0, func() bool {
+		s := w.Stats()
+		return s.StoreErrors == 1 && s.Retried == 1
+	})
 	expired, cancel := context.WithCancel(ctx)
 	cancel()
 	if err := stop(expired); !errors.Is(err, context.Canceled) {
@@ -653,7 +659,13 @@ func TestAStoreErrorAndAGivenBackTaskEndTheirAttempts(t *testing.T) {
 	if got := m.sum(t, core.MetricTasksReleased, q); got != 1 {
 		t.Errorf("released = %d, want 1", got)
 	}
-	for _, name := range []string{core.MetricTasksAcked, core.MetricTasksFailed, core.MetricTasksRetried, core.MetricLeasesLost} {
+	if got := m.sum(t, core.MetricTasksRetried, q); got != 1 {
+		t.Errorf("retried = %d, want 1 (the panic)", got)
+	}
+	if n, _ := m.count(t, core.MetricHandlerDuration, q, core.AttrHandlerResult.String("panic")); n != 1 {
+		t.Errorf("handler durations with result panic: %d, want 1", n)
+	}
+	for _, name := range []string{core.MetricTasksAcked, core.MetricTasksFailed, core.MetricLeasesLost} {
 		if got := m.sum(t, name, q); got != 0 {
 			t.Errorf("%s = %d, want 0", name, got)
 		}
@@ -662,7 +674,8 @@ func TestAStoreErrorAndAGivenBackTaskEndTheirAttempts(t *testing.T) {
 	for _, s := range r.ended("process ") {
 		outcomes[value(s, core.AttrTaskID).AsString()] = value(s, core.AttrOutcome).AsString()
 	}
-	if want := map[string]string{"unacked": core.OutcomeStoreError, "held": core.OutcomeGivenBack}; fmt.Sprint(outcomes) != fmt.Sprint(want) {
+	want := map[string]string{"unacked": core.OutcomeStoreError, "panics": core.OutcomeRetried, "held": core.OutcomeGivenBack}
+	if fmt.Sprint(outcomes) != fmt.Sprint(want) {
 		t.Errorf("attempt outcomes %v, want %v", outcomes, want)
 	}
 }
