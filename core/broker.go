@@ -125,9 +125,8 @@ func (b *Broker) Run(ctx context.Context) error {
 // batch (WithBatchSize) per store call. It returns what it did and the store
 // errors it met, joined; a queue's error does not stop the pass over the
 // others. Stale decisions are not errors: they are counted in Pass.Dropped.
-func (b *Broker) RunOnce(ctx context.Context) (p Pass, err error) {
-	ctx, span := b.tel.startPass(ctx, b.queues)
-	defer func() { b.tel.passDone(span, p, err) }()
+func (b *Broker) RunOnce(ctx context.Context) (Pass, error) {
+	var p Pass
 	var errs []error
 	for _, q := range b.queues {
 		if err := b.promote(ctx, q, &p); err != nil {

@@ -58,9 +58,9 @@
 // failed, lease_lost, given_back or store_error). The handler's context
 // carries the span, so the handler's own spans are its children; a handler
 // error is recorded on it and sets its status. Queue.Enqueue makes a span
-// (kind producer, "enqueue " and the queue). A Broker makes a span per pass
-// ("leasehold.broker.pass") and, within it, one per reaper decision (named
-// "reap " and the queue) with the task ID, the reap claim's version
-// (AttrVersion), the attempt and the outcome (requeued, finalized,
-// stale_dropped or store_error).
+// (kind producer, "enqueue " and the queue). A Broker makes a span per
+// reaper decision (named "reap " and the queue) with the task ID, the reap
+// claim's version (AttrVersion), the attempt and the outcome (requeued,
+// finalized, stale_dropped or store_error); a pass that finds nothing to
+// decide makes none, so an idle broker adds no spans.
 package core

@@ -470,28 +470,6 @@ func (t *brokerTelemetry) of(queue string) *brokerQueueTelemetry {
 	return newBrokerQueueTelemetry(queue)
 }
 
-// startPass starts the span of one pass.
-func (t *brokerTelemetry) startPass(ctx context.Context, queues []string) (context.Context, trace.Span) {
-	return t.tracer.Start(ctx, "leasehold.broker.pass",
-		trace.WithAttributes(attribute.StringSlice("leasehold.queues", queues)))
-}
-
-// passDone ends a pass's span with what it did.
-func (t *brokerTelemetry) passDone(span trace.Span, p Pass, err error) {
-	span.SetAttributes(
-		attribute.Int("leasehold.pass.promoted", p.Promoted),
-		attribute.Int("leasehold.pass.claimed", p.Claimed),
-		attribute.Int("leasehold.pass.requeued", p.Requeued),
-		attribute.Int("leasehold.pass.finalized", p.Finalized),
-		attribute.Int("leasehold.pass.dropped", p.Dropped),
-		attribute.Int("leasehold.pass.recovered", p.Recovered))
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-	}
-	span.End()
-}
-
 func (t *brokerTelemetry) promotedN(ctx context.Context, queue string, n int) {
 	if n > 0 {
 		t.promoted.Add(ctx, int64(n), t.of(queue).set)
