@@ -12,7 +12,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
 
 // InstrumentationName names the meter and the tracer leasehold takes from
@@ -112,6 +111,8 @@ func WithTracerProvider(p trace.TracerProvider) Option {
 	}
 }
 
+// meter returns the component's meter, a no-op one when it was given no
+// provider.
 func (c *common) meter() metric.Meter {
 	p := c.telemetry.meters
 	if p == nil {
@@ -120,12 +121,13 @@ func (c *common) meter() metric.Meter {
 	return p.Meter(InstrumentationName)
 }
 
+// tracer returns the component's tracer, nil when it was given no provider:
+// then it makes no spans at all, not even no-op ones.
 func (c *common) tracer() trace.Tracer {
-	p := c.telemetry.tracers
-	if p == nil {
-		p = tracenoop.NewTracerProvider()
+	if c.telemetry.tracers == nil {
+		return nil
 	}
-	return p.Tracer(InstrumentationName)
+	return c.telemetry.tracers.Tracer(InstrumentationName)
 }
 
 // instruments makes instruments, falling back on no-op ones (and logging
@@ -162,8 +164,16 @@ func (in instruments) seconds(name, desc string) metric.Float64Histogram {
 	return h
 }
 
-func attrs(kv ...attribute.KeyValue) metric.MeasurementOption {
-	return metric.WithAttributeSet(attribute.NewSet(kv...))
+// measure is an attribute set as the options the instruments take, made
+// once so that a measurement allocates nothing.
+type measure struct {
+	add []metric.AddOption
+	rec []metric.RecordOption
+}
+
+func attrs(kv ...attribute.KeyValue) measure {
+	o := metric.WithAttributeSet(attribute.NewSet(kv...))
+	return measure{add: []metric.AddOption{o}, rec: []metric.RecordOption{o}}
 }
 
 // stopwatch measures elapsed time on a Clock: on the monotonic clock for
@@ -186,7 +196,7 @@ type queueTelemetry struct {
 	tracer   trace.Tracer
 	queue    attribute.KeyValue
 	enqueued metric.Int64Counter
-	set      metric.MeasurementOption
+	set      measure
 	spanName string
 }
 
@@ -202,7 +212,14 @@ func newQueueTelemetry(c *common, queue string) queueTelemetry {
 	}
 }
 
+// noSpan is the span of a component given no tracer provider: it records
+// nothing.
+var noSpan = trace.SpanFromContext(context.Background())
+
 func (t *queueTelemetry) startEnqueue(ctx context.Context) (context.Context, trace.Span) {
+	if t.tracer == nil {
+		return ctx, noSpan
+	}
 	return t.tracer.Start(ctx, t.spanName, trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(t.queue))
 }
@@ -212,8 +229,10 @@ func (t *queueTelemetry) enqueueDone(ctx context.Context, span trace.Span, task 
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 	} else {
-		t.enqueued.Add(ctx, 1, t.set)
-		span.SetAttributes(AttrTaskID.String(task.ID), AttrState.String(task.State.String()))
+		t.enqueued.Add(ctx, 1, t.set.add...)
+		if span.IsRecording() {
+			span.SetAttributes(AttrTaskID.String(task.ID), AttrState.String(task.State.String()))
+		}
 	}
 	span.End()
 }
@@ -242,9 +261,9 @@ type workerTelemetry struct {
 	leasesLost, stale, storeErrors            metric.Int64Counter
 	handlerDuration, queueLatency             metric.Float64Histogram
 
-	set, storeErrSet        metric.MeasurementOption
-	staleSet                [nDecisions]metric.MeasurementOption
-	success, failure, panic metric.MeasurementOption
+	set, storeErrSet        measure
+	staleSet                [nDecisions]measure
+	success, failure, panic measure
 }
 
 func newWorkerTelemetry(c *common, queue string) workerTelemetry {
@@ -298,14 +317,14 @@ func (t *workerTelemetry) popped(ctx context.Context, res TasksResult) {
 	if len(res.Tasks) == 0 {
 		return
 	}
-	t.claimed.Add(ctx, int64(len(res.Tasks)), t.set)
+	t.claimed.Add(ctx, int64(len(res.Tasks)), t.set.add...)
 	for _, task := range res.Tasks {
 		claimed := task.ClaimedAt
 		if claimed.IsZero() {
 			claimed = res.Now
 		}
 		if since := readySince(task); !since.IsZero() && !claimed.IsZero() {
-			t.queueLatency.Record(ctx, max(claimed.Sub(since), 0).Seconds(), t.set)
+			t.queueLatency.Record(ctx, max(claimed.Sub(since), 0).Seconds(), t.set.rec...)
 		}
 	}
 }
@@ -321,6 +340,9 @@ type attempt struct {
 // startAttempt starts the span of a claimed task's attempt and returns the
 // context that carries it.
 func (t *workerTelemetry) startAttempt(ctx context.Context, j *job) context.Context {
+	if t.tracer == nil {
+		return ctx
+	}
 	ctx, j.tel.span = t.tracer.Start(ctx, t.spanName, trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(t.queue,
 			AttrTaskID.String(j.task.ID),
@@ -346,7 +368,7 @@ func (t *workerTelemetry) handlerReturned(ctx context.Context, c Clock, j *job, 
 			j.tel.span.SetStatus(codes.Error, err.Error())
 		}
 	}
-	t.handlerDuration.Record(ctx, j.tel.watch.elapsed(c).Seconds(), set)
+	t.handlerDuration.Record(ctx, j.tel.watch.elapsed(c).Seconds(), set.rec...)
 }
 
 // end ends the attempt's span with its outcome.
@@ -355,6 +377,10 @@ func (a *attempt) end(outcome string) {
 		return
 	}
 	a.once.Do(func() {
+		if !a.span.IsRecording() {
+			a.span.End()
+			return
+		}
 		a.span.SetAttributes(AttrOutcome.String(outcome))
 		switch outcome {
 		case OutcomeLeaseLost:
@@ -371,38 +397,38 @@ func (a *attempt) end(outcome string) {
 func (t *workerTelemetry) recorded(ctx context.Context, j *job, d decision) {
 	switch d {
 	case decisionAck:
-		t.acked.Add(ctx, 1, t.set)
+		t.acked.Add(ctx, 1, t.set.add...)
 		j.tel.end(OutcomeAcked)
 	case decisionFail:
-		t.failed.Add(ctx, 1, t.set)
+		t.failed.Add(ctx, 1, t.set.add...)
 		j.tel.end(OutcomeFailed)
 	case decisionRetry:
-		t.retried.Add(ctx, 1, t.set)
+		t.retried.Add(ctx, 1, t.set.add...)
 		j.tel.end(OutcomeRetried)
 	}
 }
 
 // givenBack counts a task given back at shutdown and ends its attempt.
 func (t *workerTelemetry) givenBack(ctx context.Context, j *job) {
-	t.released.Add(ctx, 1, t.set)
+	t.released.Add(ctx, 1, t.set.add...)
 	j.tel.end(OutcomeGivenBack)
 }
 
 // staleDecision counts a decision refused as stale.
 func (t *workerTelemetry) staleDecision(ctx context.Context, d decision) {
-	t.stale.Add(ctx, 1, t.staleSet[d])
+	t.stale.Add(ctx, 1, t.staleSet[d].add...)
 }
 
 // leaseLost counts a superseded claim and ends its attempt.
 func (t *workerTelemetry) leaseLost(ctx context.Context, j *job) {
-	t.leasesLost.Add(ctx, 1, t.set)
+	t.leasesLost.Add(ctx, 1, t.set.add...)
 	j.tel.end(OutcomeLeaseLost)
 }
 
 // storeError counts a failed store call; with final, the call was the
 // job's decision, which is now left to a broker.
 func (t *workerTelemetry) storeError(ctx context.Context, j *job, final bool) {
-	t.storeErrors.Add(ctx, 1, t.storeErrSet)
+	t.storeErrors.Add(ctx, 1, t.storeErrSet.add...)
 	if final && j != nil {
 		j.tel.end(OutcomeStoreError)
 	}
@@ -420,11 +446,11 @@ type brokerTelemetry struct {
 type brokerQueueTelemetry struct {
 	queue                    attribute.KeyValue
 	spanName                 string
-	set, storeErrSet         metric.MeasurementOption
-	staleRequeue, staleFinal metric.MeasurementOption
+	set, storeErrSet         measure
+	staleRequeue, staleFinal measure
 
 	recoveredMu  sync.Mutex
-	recoveredSet map[State]metric.MeasurementOption // by the state a task was left in
+	recoveredSet map[State]measure // by the state a task was left in
 }
 
 func newBrokerQueueTelemetry(name string) *brokerQueueTelemetry {
@@ -437,7 +463,7 @@ func newBrokerQueueTelemetry(name string) *brokerQueueTelemetry {
 		storeErrSet:  attrs(q, component),
 		staleRequeue: attrs(q, component, AttrDecision.String(decisionNames[decisionRequeue])),
 		staleFinal:   attrs(q, component, AttrDecision.String(decisionNames[decisionFinalize])),
-		recoveredSet: map[State]metric.MeasurementOption{},
+		recoveredSet: map[State]measure{},
 	}
 }
 
@@ -472,13 +498,13 @@ func (t *brokerTelemetry) of(queue string) *brokerQueueTelemetry {
 
 func (t *brokerTelemetry) promotedN(ctx context.Context, queue string, n int) {
 	if n > 0 {
-		t.promoted.Add(ctx, int64(n), t.of(queue).set)
+		t.promoted.Add(ctx, int64(n), t.of(queue).set.add...)
 	}
 }
 
 func (t *brokerTelemetry) claimedN(ctx context.Context, queue string, n int) {
 	if n > 0 {
-		t.claimed.Add(ctx, int64(n), t.of(queue).set)
+		t.claimed.Add(ctx, int64(n), t.of(queue).set.add...)
 	}
 }
 
@@ -492,16 +518,19 @@ func (t *brokerTelemetry) recoveredTasks(ctx context.Context, queue string, task
 			q.recoveredSet[task.State] = set
 		}
 		q.recoveredMu.Unlock()
-		t.recovered.Add(ctx, 1, set)
+		t.recovered.Add(ctx, 1, set.add...)
 	}
 }
 
 func (t *brokerTelemetry) storeError(ctx context.Context, queue string) {
-	t.storeErrors.Add(ctx, 1, t.of(queue).storeErrSet)
+	t.storeErrors.Add(ctx, 1, t.of(queue).storeErrSet.add...)
 }
 
 // startDecision starts the span of a reaper's decision on one claim.
 func (t *brokerTelemetry) startDecision(ctx context.Context, rc ReapClaim) (context.Context, trace.Span) {
+	if t.tracer == nil {
+		return ctx, noSpan
+	}
 	q := t.of(rc.Queue)
 	return t.tracer.Start(ctx, q.spanName, trace.WithAttributes(q.queue,
 		AttrTaskID.String(rc.TaskID),
@@ -516,23 +545,25 @@ func (t *brokerTelemetry) decided(ctx context.Context, span trace.Span, queue st
 	var outcome string
 	switch {
 	case err == nil && retry:
-		t.requeued.Add(ctx, 1, q.set)
+		t.requeued.Add(ctx, 1, q.set.add...)
 		outcome = OutcomeRequeued
 	case err == nil:
-		t.finalized.Add(ctx, 1, q.set)
+		t.finalized.Add(ctx, 1, q.set.add...)
 		outcome = OutcomeFinalized
 	case superseded(err):
 		set := q.staleFinal
 		if retry {
 			set = q.staleRequeue
 		}
-		t.stale.Add(ctx, 1, set)
+		t.stale.Add(ctx, 1, set.add...)
 		outcome = OutcomeStaleDropped
 	default:
 		outcome = OutcomeStoreError
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 	}
-	span.SetAttributes(AttrOutcome.String(outcome))
+	if span.IsRecording() {
+		span.SetAttributes(AttrOutcome.String(outcome))
+	}
 	span.End()
 }

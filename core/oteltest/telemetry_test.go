@@ -648,6 +648,14 @@ func TestAStoreErrorAPanicAndAGivenBackTaskEachEndTheirAttempt(t *testing.T) {
 		s := w.Stats()
 		return s.StoreErrors == 1 && s.Retried == 1
 	})
+	// Shut down once the worker waits for its next poll (and for held's
+	// heartbeat), so that no Pop races the shutdown.
+	parked := make(chan struct{})
+	timer := time.AfterFunc(guard, func() { close(parked) })
+	defer timer.Stop()
+	if !clk.BlockUntil(2, parked) {
+		t.Fatalf("the worker never waited for its poll and its heartbeat (%d timers)", clk.Timers())
+	}
 	expired, cancel := context.WithCancel(ctx)
 	cancel()
 	if err := stop(expired); !errors.Is(err, context.Canceled) {
@@ -659,7 +667,11 @@ func TestAStoreErrorAPanicAndAGivenBackTaskEachEndTheirAttempt(t *testing.T) {
 		t.Errorf("store errors = %d, want 1 (%v)", got, m.points(core.MetricStoreErrors))
 	}
 	if got := m.sum(t, core.MetricTasksReleased, q); got != 1 {
-		t.Errorf("released = %d, want 1", got)
+		var spans []string
+		for _, s := range r.ended("process ") {
+			spans = append(spans, fmt.Sprintf("%s/%d:%s", value(s, core.AttrTaskID).AsString(), value(s, core.AttrAttempt).AsInt64(), value(s, core.AttrOutcome).AsString()))
+		}
+		t.Errorf("released = %d, want 1; stats %+v; attempts %v", got, w.Stats(), spans)
 	}
 	if got := m.sum(t, core.MetricTasksRetried, q); got != 1 {
 		t.Errorf("retried = %d, want 1 (the panic)", got)
