@@ -14,7 +14,9 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/leasehold/leasehold/adapters/postgres"
 	"github.com/leasehold/leasehold/adapters/sqlite"
+	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/internal/redistest"
 	"github.com/leasehold/leasehold/linearizability"
 	"github.com/leasehold/leasehold/linearizability/backends"
@@ -111,6 +113,21 @@ func TestRandomizedHistories(t *testing.T) {
 				d = time.Second // a few histories: the driver is slow under -race
 			}
 			check(t, budget(t, name, 500, d), f)
+		})
+	}
+	for _, mode := range []postgres.PopMode{postgres.PopUpdateReturning, postgres.PopSelectSkipLocked} {
+		name := "postgres-" + mode.String()
+		t.Run(name, func(t *testing.T) {
+			f, cleanup, err := backends.Postgres(pgtest.URL(t), mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if err := cleanup(); err != nil {
+					t.Error(err)
+				}
+			}()
+			check(t, budget(t, name, 500, 3*time.Second), f)
 		})
 	}
 }

@@ -15,7 +15,7 @@ import (
 // transport) fails the whole batch, which then changes nothing.
 func (s *Store) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (core.BatchResult, error) {
 	items := make([]core.ItemResult, len(p.Tasks))
-	now, err := s.write(ctx, p.Queue, lockCreate|lockNotify, func() error { return model.CheckBatchSize(len(p.Tasks)) }, func(o *opTx) error {
+	now, err := s.write(ctx, p.Queue, lockNotify, func() error { return model.CheckBatchSize(len(p.Tasks)) }, func(o *opTx) error {
 		for i, a := range p.Tasks {
 			if err := validEnqueue(a); err != nil {
 				items[i].Err = err

@@ -90,7 +90,7 @@ func validEnqueue(a model.EnqueueArgs) error {
 // Enqueue implements core.Store.
 func (s *Store) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskResult, error) {
 	var task model.Task
-	now, err := s.write(ctx, p.Queue, lockCreate|lockNotify, func() error { return validEnqueue(p.EnqueueArgs) }, func(o *opTx) (err error) {
+	now, err := s.write(ctx, p.Queue, lockNotify, func() error { return validEnqueue(p.EnqueueArgs) }, func(o *opTx) (err error) {
 		task, err = o.enqueue(p.EnqueueArgs)
 		return err
 	})

@@ -57,6 +57,11 @@ CREATE INDEX tasks_state ON {s}.tasks (queue, state, id);
 // migrate creates the schema if needed and applies the migrations it lacks,
 // under an advisory lock so that stores opening at once migrate it once.
 func migrate(ctx context.Context, pool *pgxpool.Pool, name, quoted string) error {
+	// The common case, a schema already at this version, costs one read.
+	var current int
+	if err := pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+quoted+`.schema_version`).Scan(&current); err == nil && current == SchemaVersion {
+		return nil
+	}
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("leasehold/postgres: migrate %s: %w", name, err)
@@ -74,7 +79,6 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, name, quoted string) error
 			return fmt.Errorf("leasehold/postgres: migrate %s: %w", name, err)
 		}
 	}
-	var current int
 	if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+quoted+`.schema_version`).Scan(&current); err != nil {
 		return fmt.Errorf("leasehold/postgres: migrate %s: %w", name, err)
 	}

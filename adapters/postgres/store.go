@@ -219,12 +219,10 @@ func (s *Store) enter(ctx context.Context, queue string, validate func() error) 
 type lockFlags uint8
 
 const (
-	// lockCreate makes the queue's row when it has none (Enqueue).
-	lockCreate lockFlags = 1 << iota
 	// lockNotify notifies the queue's listeners when the operation
 	// commits: it may make a task Ready (a notification for an operation
 	// that then does not is a wake-up for nothing, which costs a Pop).
-	lockNotify
+	lockNotify lockFlags = 1 << iota
 )
 
 // notify notifies the queue's listeners when the transaction commits.
@@ -324,13 +322,13 @@ func (o *opTx) run(flags lockFlags, fn func(o *opTx) error) (err error) {
 // lock takes the queue's row lock, then reads the sequence, the clock and
 // whether the queue has tasks, in one round trip (the statements of a batch
 // run one after the other, so the clock is read once the lock is held).
-// create makes the row if it is missing (Enqueue).
+// The row is made if it is missing.
 func (o *opTx) lock(flags lockFlags) error {
-	create := flags&lockCreate != 0
+	// Every operation makes the row if it is missing: an INSERT that meets
+	// a row another transaction is inserting waits for it, so even the
+	// first operations of a queue take its lock in turn.
 	b := &pgx.Batch{}
-	if create {
-		b.Queue(o.s.q.ensureQueue, o.queue)
-	}
+	b.Queue(o.s.q.ensureQueue, o.queue)
 	b.Queue(o.s.q.lock, o.queue)
 	b.Queue(o.s.q.dbNow)
 	b.Queue(o.s.q.anyTask, o.queue)
@@ -340,10 +338,8 @@ func (o *opTx) lock(flags lockFlags) error {
 	}
 	res := o.tx.SendBatch(o.ctx, b)
 	defer res.Close()
-	if create {
-		if _, err := res.Exec(); err != nil {
-			return err
-		}
+	if _, err := res.Exec(); err != nil {
+		return err
 	}
 	switch err := res.QueryRow().Scan(&o.seq); {
 	case errors.Is(err, pgx.ErrNoRows):

@@ -23,7 +23,7 @@ import (
 // with a serialization error, and tx must be retried.
 func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, p core.EnqueueParams) (core.TaskResult, error) {
 	var task model.Task
-	now, err := s.writeIn(ctx, tx, p.Queue, lockCreate|lockNotify, func() error { return validEnqueue(p.EnqueueArgs) }, func(o *opTx) (err error) {
+	now, err := s.writeIn(ctx, tx, p.Queue, lockNotify, func() error { return validEnqueue(p.EnqueueArgs) }, func(o *opTx) (err error) {
 		task, err = o.enqueue(p.EnqueueArgs)
 		return err
 	})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/leasehold/leasehold/adapters/postgres"
 	"github.com/leasehold/leasehold/adapters/sqlite"
 
 	"github.com/leasehold/leasehold/linearizability"
@@ -35,6 +36,7 @@ type checkFlags struct {
 	memory       bool
 	redis        string
 	sqlite       string
+	postgres     string
 	out          string
 	replay       string
 	checkTimeout time.Duration
@@ -58,6 +60,7 @@ func parseCheckFlags(args []string, stderr io.Writer) (*checkFlags, error) {
 	fs.BoolVar(&f.memory, "memory", false, "check the memory adapter too (it is checked by default when no other adapter is named)")
 	fs.StringVar(&f.redis, "redis", "", "check the Redis adapter on the server at `URL` (redis://host:port/db); keys go under a prefix that is deleted afterwards")
 	fs.StringVar(&f.sqlite, "sqlite", "", "check the SQLite adapter (both Pop implementations) with databases in `folder`; each history's database is deleted afterwards")
+	fs.StringVar(&f.postgres, "postgres", "", "check the PostgreSQL adapter (both Pop implementations) on the database at `URL` (postgres://user@host:port/db); each history works in a schema of its own, dropped at the end")
 	fs.StringVar(&f.out, "out", "", "`folder` for violations and the example visualization (default "+linearizability.DefaultOutDir()+")")
 	fs.StringVar(&f.replay, "replay", "", "check the saved history `FILE` (a history.json of a violation) again and exit")
 	fs.DurationVar(&f.checkTimeout, "check-timeout", 10*time.Second, "give up checking one history after this long (an Unknown verdict counts as a violation)")
@@ -130,7 +133,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	var adapters []adapter
-	if f.memory || f.redis == "" && f.sqlite == "" {
+	if f.memory || f.redis == "" && f.sqlite == "" && f.postgres == "" {
 		adapters = append(adapters, adapter{"memory", backends.Memory()})
 	}
 	if f.redis != "" {
@@ -153,6 +156,21 @@ func check(args []string, stdout, stderr io.Writer) int {
 				return 2
 			}
 			adapters = append(adapters, adapter{"sqlite-" + mode.String(), sf})
+		}
+	}
+	if f.postgres != "" {
+		for _, mode := range []postgres.PopMode{postgres.PopUpdateReturning, postgres.PopSelectSkipLocked} {
+			pf, cleanup, err := backends.Postgres(f.postgres, mode)
+			if err != nil {
+				fmt.Fprintf(stderr, "leasehold check: %v\n", err)
+				return 2
+			}
+			defer func() {
+				if err := cleanup(); err != nil {
+					fmt.Fprintf(stderr, "leasehold check: %v\n", err)
+				}
+			}()
+			adapters = append(adapters, adapter{"postgres-" + mode.String(), pf})
 		}
 	}
 
@@ -282,6 +300,8 @@ func adapterFlag(adapter string, f *checkFlags) string {
 		return " --redis " + f.redis
 	case strings.HasPrefix(adapter, "sqlite"):
 		return " --sqlite " + f.sqlite
+	case strings.HasPrefix(adapter, "postgres"):
+		return " --postgres " + f.postgres
 	}
 	return ""
 }

@@ -34,14 +34,16 @@ const (
 )
 
 // Harness returns the test and the subtest of the harness binary that a
-// patch of target runs: TestRandomizedHistories on the adapter (SQLite with
-// its default Pop), or the runtime harness for Core.
+// patch of target runs: TestRandomizedHistories on the adapter (SQLite and
+// PostgreSQL with their default Pop), or the runtime harness for Core.
 func Harness(target string) (test, sub string) {
 	switch target {
 	case Core:
 		return RuntimeTest, RuntimeAdapter
 	case "sqlite":
 		return HarnessTest, "sqlite-returning"
+	case "postgres":
+		return HarnessTest, "postgres-update-returning"
 	}
 	return HarnessTest, target
 }

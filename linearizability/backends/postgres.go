@@ -1,0 +1,127 @@
+package backends
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/adapters/postgres"
+	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/linearizability"
+)
+
+// Postgres returns the factory of PostgreSQL stores with the given Pop
+// implementation on the database at url, and a cleanup that drops every
+// schema the factory made (call it when the run ends). Each history works
+// in a schema of its own: a schema of this run not in use, emptied when its
+// history ended, or a new one ("leasehold_check_<run>_<n>"). Each client of
+// a history is a Store of its own on that schema (as another process would
+// be), over one pool the run shares. The stores judge time by the
+// harness's clock (WithClock), not the server's: the checker must know the
+// clock readings an indeterminate op may have used.
+func Postgres(url string, mode postgres.PopMode) (linearizability.Factory, func() error, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, nil, fmt.Errorf("backends: postgres URL: %w", err)
+	}
+	cfg.MaxConns = 32
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("backends: postgres: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, nil, fmt.Errorf("backends: postgres: %w", err)
+	}
+	run := time.Now().UnixNano()
+	var mu sync.Mutex
+	var free, all []string
+	take := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		if n := len(free); n > 0 {
+			s := free[n-1]
+			free = free[:n-1]
+			return s
+		}
+		s := fmt.Sprintf("leasehold_check_%x_%d", run, historySeq.Add(1))
+		all = append(all, s)
+		return s
+	}
+	give := func(schema string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		q := pgx.Identifier{schema}.Sanitize()
+		if _, err := pool.Exec(ctx, "DELETE FROM "+q+".tasks; DELETE FROM "+q+".queues"); err != nil {
+			return fmt.Errorf("backends: empty schema %s: %w", schema, err)
+		}
+		mu.Lock()
+		free = append(free, schema)
+		mu.Unlock()
+		return nil
+	}
+	cleanup := func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var err error
+		for _, s := range all {
+			if _, e := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{s}.Sanitize()+" CASCADE"); e != nil {
+				err = errors.Join(err, fmt.Errorf("backends: drop schema %s: %w", s, e))
+			}
+		}
+		all, free = nil, nil
+		pool.Close()
+		return err
+	}
+	factory := func(clock core.Clock, capacity int) (*linearizability.Backend, error) {
+		schema := take()
+		opts := []postgres.Option{postgres.WithSchema(schema), postgres.WithClock(clock),
+			postgres.WithCapacity(capacity), postgres.WithPopMode(mode)}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		first, err := postgres.New(ctx, pool, opts...) // creates the schema once
+		if err != nil {
+			return nil, err
+		}
+		var hmu sync.Mutex
+		stores := []*postgres.Store{first}
+		used := false
+		return &linearizability.Backend{
+			Client: func() (core.Store, error) {
+				hmu.Lock()
+				defer hmu.Unlock()
+				if !used {
+					used = true
+					return first, nil
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				s, err := postgres.New(ctx, pool, opts...)
+				if err != nil {
+					return nil, err
+				}
+				stores = append(stores, s)
+				return s, nil
+			},
+			Close: func() error {
+				hmu.Lock()
+				defer hmu.Unlock()
+				var err error
+				for _, s := range stores {
+					err = errors.Join(err, s.Close())
+				}
+				return errors.Join(err, give(schema))
+			},
+		}, nil
+	}
+	return factory, cleanup, nil
+}
