@@ -106,7 +106,7 @@ var groups = []struct{ name, title string }{
 	{"redis", "Redis (one redis-server, no persistence)"},
 	{"sqlite", "SQLite, each system at its defaults"},
 	{"sqlite-normal", "SQLite at matched durability: WAL, synchronous=NORMAL for all"},
-	{"postgres", "PostgreSQL: River alone, a reference (leasehold has no PostgreSQL adapter)"},
+	{"postgres", "PostgreSQL: leasehold and River on the same database, each in a schema of its own"},
 }
 
 func systems() []system {
@@ -122,6 +122,7 @@ func systems() []system {
 		{"sqlite-normal", "river", enqueueAndProcess, openRiverSQLite(true, 0)},
 		{"sqlite-normal", riverFast, processOnly, openRiverSQLite(true, time.Millisecond)},
 		{"sqlite-normal", "goqite", enqueueAndProcess, openGoqite(true)},
+		{"postgres", "leasehold", withBatch, openLeaseholdPostgres},
 		{"postgres", "river", enqueueAndProcess, openRiverPostgres(0)},
 		{"postgres", riverFast, processOnly, openRiverPostgres(time.Millisecond)},
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/leasehold/leasehold/adapters/postgres"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -146,6 +147,51 @@ func riverPostgres(ctx context.Context, e *env, cooldown time.Duration) (target,
 		return nil, errors.Join(err, cleanup())
 	}
 	return t, nil
+}
+
+// leaseholdSchema is the schema of the leasehold-postgres cells, dropped
+// before and after each.
+const leaseholdSchema = "leasehold_bench"
+
+// openLeaseholdPostgres is leasehold's PostgreSQL adapter at its defaults
+// (postgres.Open: a pgxpool at pgx's defaults, notifications on), in a
+// schema of its own on the database River uses.
+func openLeaseholdPostgres(ctx context.Context, e *env) (target, error) {
+	if err := dropSchema(ctx, e.cfg.pgURL, leaseholdSchema); err != nil {
+		return nil, err
+	}
+	s, err := postgres.Open(ctx, e.cfg.pgURL, postgres.WithSchema(leaseholdSchema))
+	if err != nil {
+		return nil, err
+	}
+	t, err := newLeasehold(&droppingStore{Store: s, url: e.cfg.pgURL})
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// droppingStore drops the cell's schema when it is closed.
+type droppingStore struct {
+	*postgres.Store
+	url string
+}
+
+func (d *droppingStore) Close() error {
+	err := d.Store.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return errors.Join(err, dropSchema(ctx, d.url, leaseholdSchema))
+}
+
+func dropSchema(ctx context.Context, url, schema string) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+	return err
 }
 
 func dropRiverSchema(ctx context.Context, url string) error {

@@ -25,6 +25,10 @@ const (
 	Edge = "a contract edge"
 	// Runtime: a rule of the Worker, Broker or Inspector dropped or bent.
 	Runtime = "a runtime rule"
+	// PostgreSQL: a mistake of queues built on PostgreSQL (a read-committed
+	// race, a check outside the statement, a draw outside the
+	// transaction, the client's clock).
+	PostgreSQL = "a PostgreSQL pitfall"
 )
 
 // Core is the target of the mutants that patch package core (Worker,
@@ -55,6 +59,10 @@ var Catalogue = []Mutant{
 	{"prune-reads-one-page", "Prune reads one page (256 entries) of the finished index and stops, so a prune of more old tasks deletes only the first page", Edge, []string{"redis"}},
 	{"clock-reading-not-truncated", "the store keeps its clock's reading to the nanosecond, not the microsecond the contract keeps times in", Edge, []string{"memory", "sqlite"}},
 	{"snapshot-shares-payload", "the tasks a store returns share their payload and result with the stored task, so a caller writing into them changes the store", Edge, []string{"memory"}},
+	{"pop-without-skip-locked", "Pop reads the first Ready tasks without FOR UPDATE SKIP LOCKED and without the queue's lock, then claims them by ID without looking at their state again (the read-committed race of a SELECT then UPDATE queue)", PostgreSQL, []string{"postgres"}},
+	{"token-checked-after-plain-select", "a worker's decision reads the claim token with a plain SELECT and compares it in Go, then updates the task by ID alone", PostgreSQL, []string{"postgres"}},
+	{"sequence-drawn-outside-tx", "a worker's decision draws its version from the queue's sequence in a statement of its own, outside the transaction that uses it, so a refused decision leaves a gap and concurrent ones stamp out of order", PostgreSQL, []string{"postgres"}},
+	{"expiry-on-client-clock", "ClaimExpired judges expiry by the client's clock (time.Now in Go) instead of the store's", PostgreSQL, []string{"postgres"}},
 	{"broker-stale-falls-back-to-requeue", "a broker whose decision is refused as stale requeues the task as an operator would, unconditionally, so it is not stuck (the seed's bug one layer up)", RedisSeed, []string{Core}},
 	{"reaper-stops-after-first-batch", "a broker's pass claims and decides one batch of expired tasks and leaves the rest to a later pass", Runtime, []string{Core}},
 	{"broker-retry-time-from-own-clock", "a broker computes a requeue's run-after from its own clock, not from the store's reading in the ClaimExpired result", Runtime, []string{Core}},
@@ -68,4 +76,4 @@ var Catalogue = []Mutant{
 // Adapters are the targets a patch may have: the adapters, named as the
 // subtests of the linearizability package's TestRandomizedHistories that run
 // them, and Core.
-var Adapters = []string{"memory", "redis", "sqlite", Core}
+var Adapters = []string{"memory", "redis", "sqlite", "postgres", Core}

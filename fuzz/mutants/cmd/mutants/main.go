@@ -49,7 +49,7 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 20, "runs of each mutant, each with its own seed")
 	flag.DurationVar(&o.budget, "budget", 20*time.Second, "time a run may take to catch the mutant")
 	flag.StringVar(&o.only, "only", "", "comma-separated mutant names (default: the whole catalogue)")
-	flag.StringVar(&o.adapter, "adapter", "all", "the targets whose mutants run, comma-separated: memory, redis, sqlite, core, or all")
+	flag.StringVar(&o.adapter, "adapter", "all", "the targets whose mutants run, comma-separated: memory, redis, sqlite, postgres, core, or all")
 	flag.IntVar(&o.parallel, "parallel", 0, "builds and runs under way at once (default GOMAXPROCS)")
 	flag.Uint64Var(&o.seed, "seed", uint64(time.Now().UnixNano()%1e9), "seed of each mutant's first run")
 	flag.BoolVar(&o.control, "control", true, "also run the unpatched module once per adapter")
