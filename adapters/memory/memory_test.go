@@ -485,6 +485,67 @@ func TestReturnedTasksAreTheCallersToChange(t *testing.T) {
 	}
 }
 
+// TestBatchAnswersDoNotShareTheirBytes appends to and writes into each task
+// of a Pop and an AckBatch of several tasks (whose payloads and results share
+// one allocation) and checks that neither the other tasks of the answer nor
+// the store see it.
+func TestBatchAnswersDoNotShareTheirBytes(t *testing.T) {
+	s := New(WithClock(core.NewFakeClock(epoch)))
+	ids := []string{"a", "b", "c"}
+	for _, id := range ids {
+		mustEnqueue(t, s, "q", id, model.EnqueueArgs{Payload: []byte("payload-" + id)})
+	}
+	pop, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Second, N: len(ids)})
+	if err != nil || len(pop.Tasks) != len(ids) {
+		t.Fatalf("Pop: %v %v", pop, err)
+	}
+	var acks []core.AckItem
+	for _, task := range pop.Tasks {
+		acks = append(acks, core.AckItem{Claim: task.Claim(), Result: []byte("result-" + task.ID)})
+	}
+	for i := range pop.Tasks {
+		pop.Tasks[i].Payload = append(pop.Tasks[i].Payload, "-appended"...)
+		pop.Tasks[i].Payload[0] = 'X'
+	}
+	for _, task := range pop.Tasks {
+		if want := "Xayload-" + task.ID + "-appended"; string(task.Payload) != want {
+			t.Errorf("popped %s: payload %q, want %q", task.ID, task.Payload, want)
+		}
+	}
+	ack, err := s.AckBatch(ctx, core.AckBatchParams{Queue: "q", Acks: acks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range ack.Items {
+		if it.Err != nil {
+			t.Fatal(it.Err)
+		}
+	}
+	for i := range ack.Items {
+		tk := &ack.Items[i].Task
+		tk.Payload = append(tk.Payload, '!')
+		tk.Result = append(tk.Result, '!')
+		tk.Payload[1], tk.Result[1] = 'X', 'X'
+	}
+	for _, it := range ack.Items {
+		if want := "pXyload-" + it.Task.ID + "!"; string(it.Task.Payload) != want {
+			t.Errorf("acked %s: payload %q, want %q", it.Task.ID, it.Task.Payload, want)
+		}
+		if want := "rXsult-" + it.Task.ID + "!"; string(it.Task.Result) != want {
+			t.Errorf("acked %s: result %q, want %q", it.Task.ID, it.Task.Result, want)
+		}
+	}
+	for _, id := range ids {
+		got, err := s.Get(ctx, core.GetParams{Queue: "q", ID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got.Payload) != "payload-"+id || string(got.Result) != "result-"+id {
+			t.Errorf("store's %s changed through an answer: payload %q result %q", id, got.Payload, got.Result)
+		}
+	}
+}
+
 // TestTimesAreUTCMicrosecondsAndZeroStaysZero uses a clock that reads a
 // non-UTC time with nanoseconds and checks what the store keeps.
 func TestTimesAreUTCMicrosecondsAndZeroStaysZero(t *testing.T) {

@@ -357,8 +357,23 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 	}
 	items := make([]core.ItemResult, len(p.Acks))
 	now, err := s.write(ctx, p.Queue, false, func(q *queue, now time.Time) error {
+		// Every item first, then the snapshots, in one allocation: a task
+		// an item acknowledged is left as it was by the later items (an
+		// acknowledged task is Succeeded, and only Ack is in the batch).
+		var small [16]*task
+		acked := small[:0]
 		for i, a := range p.Acks {
-			items[i].Task, items[i].Err = q.ack(now, a.Claim, a.Result)
+			var t *task
+			if t, items[i].Err = q.acked(now, a.Claim, a.Result); t != nil {
+				acked = append(acked, t)
+			}
+		}
+		buf := snapshotBuffer(acked)
+		for i := range items {
+			if items[i].Err == nil {
+				items[i].Task, buf = snapshotInto(acked[0], buf)
+				acked = acked[1:]
+			}
 		}
 		return nil
 	})
