@@ -66,8 +66,8 @@ type workload struct {
 var workloads = []workload{
 	{"enqueue-1", "enqueue, 1 producer", kindEnqueue, 1},
 	{"enqueue-8", "enqueue, 8 producers", kindEnqueue, 8},
-	{"batch-1", "EnqueueBatch of 100, 1 producer", kindBatch, 1},
-	{"batch-8", "EnqueueBatch of 100, 8 producers", kindBatch, 8},
+	{"batch-1", "leasehold EnqueueBatch of 100, 1 producer", kindBatch, 1},
+	{"batch-8", "leasehold EnqueueBatch of 100, 8 producers", kindBatch, 8},
 	{"process-1", "process, 1 worker", kindProcess, 1},
 	{"process-8", "process, 8 workers", kindProcess, 8},
 	{"process-64", "process, 64 workers", kindProcess, 64},
