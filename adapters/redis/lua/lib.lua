@@ -78,7 +78,7 @@ local IDS = {scheduled = 6, ready = 7, running = 8, succeeded = 9, failed = 10}
 -- sent again, it is judged again. A client resends within its retries
 -- (go-redis: MaxRetries times the read timeout and a backoff, about 11 s at
 -- its defaults), well inside the TTL.
-local MEMO_TTL = 30
+local MEMO_TTL = '30'
 -- CALL is the running call: its request ID and the now its clock read.
 local CALL = {req = '', now = 0}
 
@@ -317,7 +317,7 @@ local function check_indexed(t, got)
     bad(t, 'not in ' .. ok .. ' at its score (found ' .. tostring(got) .. ')')
   end
   local ik = KEYS[IDS[t.state]]
-  if not rcall(ik, 'ZSCORE', ik, t.id) then bad(t, 'not in ' .. ik) end
+  if not rcall(ik, 'ZRANK', ik, t.id) then bad(t, 'not in ' .. ik) end
 end
 
 -- scores returns the scores of ids in the index KEYS[k] (false where
@@ -395,7 +395,7 @@ local function scan(state, max, limit, seq)
   local k = KEYS[ORDER[state]]
   local r
   if limit > 0 then
-    r = rcall(k, 'ZRANGEBYSCORE', k, '-inf', max, 'WITHSCORES', 'LIMIT', 0, limit)
+    r = rcall(k, 'ZRANGEBYSCORE', k, '-inf', max, 'WITHSCORES', 'LIMIT', '0', fmt(limit))
   else
     r = rcall(k, 'ZRANGEBYSCORE', k, '-inf', max, 'WITHSCORES')
   end
@@ -445,7 +445,7 @@ local function move(t)
   if was and ORDER[was] ~= o then redis.call('ZREM', KEYS[ORDER[was]], t.id) end
   if was ~= t.state then
     if was then redis.call('ZREM', KEYS[IDS[was]], t.id) end
-    redis.call('ZADD', KEYS[i], 0, t.id)
+    redis.call('ZADD', KEYS[i], '0', t.id)
   end
   save(t)
 end

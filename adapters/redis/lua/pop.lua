@@ -21,7 +21,7 @@ return run(function()
   local seq = load_seq()
   local m = recall_reply()
   if m then return m end
-  local r = rcall(KEYS[2], 'ZRANGE', KEYS[2], 0, n - 1, 'WITHSCORES')
+  local r = rcall(KEYS[2], 'ZRANGE', KEYS[2], '0', fmt(n - 1), 'WITHSCORES')
   local first = must_tasks(r, 'ready', seq)
   reserve(seq, #first)
 
