@@ -321,3 +321,18 @@ func ValidateQueueName(name string) error {
 	}
 	return nil
 }
+
+// QueueLister is a Store that can name the queues it holds, for operators'
+// tools (`leasehold inspect queues`, `leasehold ui`). It is optional: a
+// Store need not implement it. Every adapter of this module does: the memory
+// store names the queues it has created, the SQLite store the rows of its
+// queues table, the Redis store the queues whose sequence key exists under
+// its prefix (found with SCAN). A queue is listed once it has had a task,
+// and stays listed when its tasks are gone, since its sequence is kept so
+// that versions are never reused.
+type QueueLister interface {
+	Store
+	// Queues returns the names of the store's queues, sorted.
+	// Errors: ErrClosed, or a transport error.
+	Queues(ctx context.Context) ([]string, error)
+}

@@ -1107,3 +1107,25 @@ func TestListOrdersIDsBytewiseBeyondTheirKeys(t *testing.T) {
 	q, _ := s.queue(ctx, "q", false)
 	checkQueueIndexes(t, q)
 }
+
+func TestQueuesNamesTheQueuesThatHadATask(t *testing.T) {
+	ctx := context.Background()
+	s := New()
+	for _, q := range []string{"b", "a", "b"} {
+		if _, err := s.Enqueue(ctx, core.EnqueueParams{Queue: q, EnqueueArgs: model.EnqueueArgs{ID: "t" + fmt.Sprint(time.Now().UnixNano()), MaxAttempts: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A refused Enqueue makes no queue.
+	if _, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "c", EnqueueArgs: model.EnqueueArgs{ID: "x"}}); err == nil {
+		t.Fatal("an Enqueue with MaxAttempts 0 was accepted")
+	}
+	got, err := s.Queues(ctx)
+	if err != nil || !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("Queues = %q, %v; want [a b]", got, err)
+	}
+	s.Close()
+	if _, err := s.Queues(ctx); !errors.Is(err, core.ErrClosed) {
+		t.Errorf("Queues after Close: %v, want ErrClosed", err)
+	}
+}

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -397,4 +398,34 @@ func (s *Store) Close() error {
 		q.mu.Unlock()
 	}
 	return nil
+}
+
+var _ core.QueueLister = (*Store)(nil)
+
+// Queues implements core.QueueLister: the queues that have had a task, sorted.
+func (s *Store) Queues(ctx context.Context) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return nil, core.ErrClosed
+	}
+	qs := make([]*queue, 0, len(s.queues))
+	for _, q := range s.queues {
+		qs = append(qs, q)
+	}
+	s.mu.RUnlock()
+	var names []string
+	for _, q := range qs {
+		q.mu.RLock()
+		used := q.seq > 0
+		q.mu.RUnlock()
+		if used { // a queue made by a refused Enqueue holds nothing
+			names = append(names, q.name)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
 }

@@ -858,3 +858,27 @@ func clone(b []byte) []byte {
 	}
 	return append([]byte(nil), b...)
 }
+
+var _ core.QueueLister = (*Store)(nil)
+
+// Queues implements core.QueueLister: the names in the queues table, sorted.
+func (s *Store) Queues(ctx context.Context) ([]string, error) {
+	var names []string
+	// enter validates a queue name; any valid one will do for a store-wide read.
+	err := s.read(ctx, "queues", nil, sqlQueues, func(st *sql.Stmt) error {
+		rows, err := st.QueryContext(ctx)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				return corrupt("queues: %v", err)
+			}
+			names = append(names, n)
+		}
+		return rows.Err()
+	})
+	return names, err
+}

@@ -196,4 +196,5 @@ var (
 		return m
 	}()
 	sqlCounts = `SELECT state, count(*) FROM tasks WHERE queue = ?1 GROUP BY state`
+	sqlQueues = `SELECT name FROM queues ORDER BY name`
 )

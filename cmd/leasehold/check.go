@@ -71,6 +71,7 @@ func parseCheckFlags(args []string, stderr io.Writer) (*checkFlags, error) {
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: leasehold check [flags]\n       leasehold check --replay FILE\n\n")
 		fs.PrintDefaults()
+		fmt.Fprint(stderr, exitCodes)
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err

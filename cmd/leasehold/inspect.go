@@ -48,8 +48,9 @@ func inspect(args []string, stdout, stderr io.Writer) int {
 	limit := fs.Int("limit", 50, "list: at most `N` tasks")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: leasehold inspect [flags] counts | list STATE | get ID\n\nSTATE is one of scheduled, ready, running, succeeded, failed.\n\n")
+		fmt.Fprintf(stderr, "usage: leasehold inspect [flags] queues | counts | list STATE | get ID\n\nSTATE is one of scheduled, ready, running, succeeded, failed.\n\n")
 		fs.PrintDefaults()
+		fmt.Fprint(stderr, exitCodes)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -73,22 +74,33 @@ func inspect(args []string, stdout, stderr io.Writer) int {
 
 	var out any
 	switch {
+	case cmd[0] == "queues" && len(cmd) == 1:
+		ql, ok := s.(core.QueueLister)
+		if !ok {
+			fmt.Fprintf(stderr, "leasehold inspect: this store cannot list its queues\n")
+			return exitUsage
+		}
+		var names []string
+		names, err = ql.Queues(ctx)
+		out = queueNames(names)
 	case cmd[0] == "counts" && len(cmd) == 1:
 		out, err = s.Counts(ctx, core.CountsParams{Queue: *queue})
 	case cmd[0] == "list" && len(cmd) == 2:
 		var state model.State
-		if state, err = model.ParseState(cmd[1]); err == nil {
-			out, err = s.List(ctx, core.ListParams{Queue: *queue, State: state, After: *after, Limit: *limit})
+		if state, err = model.ParseState(cmd[1]); err != nil {
+			fmt.Fprintf(stderr, "leasehold inspect: %v\n", err)
+			return exitUsage
 		}
+		out, err = s.List(ctx, core.ListParams{Queue: *queue, State: state, After: *after, Limit: *limit})
 	case cmd[0] == "get" && len(cmd) == 2:
 		out, err = s.Get(ctx, core.GetParams{Queue: *queue, ID: cmd[1]})
 	default:
 		fs.Usage()
-		return 2
+		return exitUsage
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "leasehold inspect: %v\n", err)
-		return 1
+		return exitStatus(err)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -107,6 +119,10 @@ func printInspection(w io.Writer, out any) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	defer tw.Flush()
 	switch v := out.(type) {
+	case queueNames:
+		for _, n := range v {
+			fmt.Fprintln(tw, n)
+		}
 	case core.Counts:
 		fmt.Fprintln(tw, "scheduled\tready\trunning\tsucceeded\tfailed\ttotal")
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\n", v.Scheduled, v.Ready, v.Running, v.Succeeded, v.Failed, v.Total())
@@ -150,4 +166,20 @@ func stamp(t time.Time) string {
 		return "-"
 	}
 	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// queueNames is the answer of `inspect queues`.
+type queueNames []string
+
+// exitStatus is the exit status of a command whose store call failed with
+// err: 1 when the store answered with a finding about the data (no such
+// task, a conflict, a corrupt record), 2 for a bad argument or a store that
+// could not be reached.
+func exitStatus(err error) int {
+	for _, finding := range []error{core.ErrNotFound, core.ErrConflict, core.ErrInvalidTransition, core.ErrStaleClaim, core.ErrCorrupt} {
+		if errors.Is(err, finding) {
+			return exitFinding
+		}
+	}
+	return exitUsage
 }

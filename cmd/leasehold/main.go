@@ -4,6 +4,7 @@
 //	leasehold check [flags]            run the linearizability harness (the main job)
 //	leasehold check --runtime [flags]  run real Workers, Brokers and an Inspector under it
 //	leasehold check --replay FILE      check a saved history again, offline
+//	leasehold inspect [flags] queues   the queues the store holds
 //	leasehold inspect [flags] counts   the number of tasks in each state
 //	leasehold inspect [flags] list STATE
 //	leasehold inspect [flags] get ID
@@ -46,9 +47,22 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// run runs the command line args and returns the exit status: 0 success,
-// 1 a violation (or a replayed history that is not linearizable), 2 a usage
-// or harness error.
+// The exit statuses of every subcommand.
+const (
+	exitOK      = 0 // success
+	exitFinding = 1 // a violation, a history that is not linearizable, a task not found or changed
+	exitUsage   = 2 // bad usage, a store that cannot be reached, a harness error
+)
+
+// exitCodes is the exit statuses, as the usage texts print them.
+const exitCodes = `
+exit status: 0 ok; 1 a finding (a violation, a history that is not linearizable,
+a task not found, an action refused because the task changed); 2 bad usage,
+a store that cannot be opened or reached, or a harness error.
+`
+
+// run runs the command line args and returns the exit status: exitOK,
+// exitFinding or exitUsage.
 func run(args []string, stdout, stderr io.Writer) int {
 	// go-redis logs on its own to the process's standard error (a failed
 	// dial, a pool hook's refusal); every error that matters reaches the
@@ -79,11 +93,11 @@ func usage(w io.Writer) {
   leasehold check --runtime [flags] the same for real Workers, Brokers and an Inspector, and the
                                     runtime properties (Redis through a fault proxy)
   leasehold check --replay FILE     check a saved history.json again
-  leasehold inspect [flags] counts|list STATE|get ID
-                                    look into a queue of a Redis (--redis URL) or SQLite (--sqlite PATH) store
+  leasehold inspect [flags] queues|counts|list STATE|get ID
+                                    look into a Redis (--redis URL) or SQLite (--sqlite PATH) store
 
 Run "leasehold check -h" or "leasehold inspect -h" for the flags.
-`)
+`+exitCodes)
 }
 
 // quietRedisLog is go-redis's logger in the command: it drops every line.

@@ -94,6 +94,10 @@ func TestInspectShowsASQLiteQueue(t *testing.T) {
 	if status != 0 || !strings.Contains(stdout, "a   ready") {
 		t.Errorf("list ready: status %d\n%s\n%s", status, stdout, stderr)
 	}
+	status, stdout, stderr = runCmd(t, "inspect", "--sqlite", path, "queues")
+	if status != 0 || stdout != "jobs\n" {
+		t.Errorf("queues: status %d\n%q\n%s", status, stdout, stderr)
+	}
 	missing := filepath.Join(t.TempDir(), "none.db")
 	if status, _, _ := runCmd(t, "inspect", "--sqlite", missing, "counts"); status != 2 {
 		t.Errorf("a missing database: status %d, want 2", status)
@@ -161,6 +165,9 @@ func TestBadUsageExitsWithTwo(t *testing.T) {
 		{"check", "stray"},
 		{"check", "--replay", filepath.Join(t.TempDir(), "missing.json")},
 		{"inspect", "counts"},
+		{"inspect", "--sqlite", "x.db", "queues", "extra"},
+		// Nothing listens on port 1: a store that cannot be reached.
+		{"inspect", "--redis", "redis://127.0.0.1:1/0", "counts"},
 	} {
 		if status, _, _ := runCmd(t, args...); status != 2 {
 			t.Errorf("%q: status %d, want 2", args, status)
@@ -203,8 +210,24 @@ func TestInspectShowsARedisQueue(t *testing.T) {
 	if status, _, _ := runCmd(t, append(base, "get", "zz")...); status != 1 {
 		t.Errorf("get of a missing task: status %d, want 1", status)
 	}
-	if status, _, _ := runCmd(t, append(base, "list", "sideways")...); status != 1 {
-		t.Errorf("list of an unknown state: status %d, want 1", status)
+	if status, _, _ := runCmd(t, append(base, "list", "sideways")...); status != 2 {
+		t.Errorf("list of an unknown state: status %d, want 2", status)
+	}
+	// A second queue, and one of another prefix that must not be listed.
+	if _, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "mail.out", EnqueueArgs: model.EnqueueArgs{ID: "m", MaxAttempts: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	other, err := redis.Open(url, redis.WithPrefix(prefix+"x*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.Enqueue(ctx, core.EnqueueParams{Queue: "elsewhere", EnqueueArgs: model.EnqueueArgs{ID: "e", MaxAttempts: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	status, stdout, stderr = runCmd(t, "inspect", "--redis", url, "--prefix", prefix, "queues")
+	if status != 0 || stdout != "jobs\nmail.out\n" {
+		t.Errorf("queues: status %d\n%q\n%s", status, stdout, stderr)
 	}
 }
 
