@@ -86,17 +86,25 @@ type Report struct {
 	// stale_claim", "Pop empty", "Requeue ?" for an indeterminate one): what
 	// the histories exercised.
 	Outcomes map[string]int
+	// Guards counts the guards that fired over all histories.
+	Guards   Guards
 	Elapsed  time.Duration
 	Failures []Failure
 	// Example is the path of the visualization written to
-	// Config.ExampleHTML, "" if none was.
-	Example string
+	// Config.ExampleHTML, "" if none was; ExampleHistory and ExampleVerdict
+	// are the history it shows and its check.
+	Example        string
+	ExampleHistory *History
+	ExampleVerdict Verdict
 }
 
 // Failure is one history that was not found linearizable.
 type Failure struct {
-	Seed    uint64
-	Result  porcupine.CheckResult
+	Seed   uint64
+	Result porcupine.CheckResult
+	// Check is porcupine's verdict on the history, with the partial
+	// linearizations a report is drawn from.
+	Check   Verdict
 	Plan    *Plan
 	History *History
 	// Dir is the folder holding plan.json, history.json and history.html
@@ -234,6 +242,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		rep.Histories++
 		rep.Operations += len(h.Operations)
 		rep.Indeterminate += h.Indeterminate()
+		rep.Guards.Add(CountGuards(h))
 		for _, op := range h.Operations {
 			rep.Outcomes[outcome(op)]++
 		}
@@ -242,7 +251,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			if v.Result == porcupine.Unknown {
 				rep.Unknown++
 			}
-			f := Failure{Seed: r.seed, Result: v.Result, Plan: r.plan, History: h, After: r.i, Elapsed: time.Since(start)}
+			f := Failure{Seed: r.seed, Result: v.Result, Check: v, Plan: r.plan, History: h, After: r.i, Elapsed: time.Since(start)}
 			f.Dir, f.SaveError = SaveFailure(cfg.OutDir, h, r.plan, v)
 			if cfg.Logf != nil {
 				cfg.Logf("%s: history %d (seed %d) is %s: %d operations; %s", cfg.Name, r.i, r.seed, v.Result, len(h.Operations), f.where())
@@ -265,6 +274,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		if err := os.MkdirAll(filepath.Dir(cfg.ExampleHTML), 0o755); err == nil {
 			if WriteVisualization(example.h, example.v, cfg.ExampleHTML) == nil {
 				rep.Example = cfg.ExampleHTML
+				rep.ExampleHistory, rep.ExampleVerdict = example.h, example.v
 			}
 		}
 	}

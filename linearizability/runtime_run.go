@@ -105,6 +105,7 @@ func RunRuntime(ctx context.Context, cfg Config) (Report, error) {
 		rep.Histories++
 		rep.Operations += len(h.Operations)
 		rep.Indeterminate += h.Indeterminate()
+		rep.Guards.Add(CountGuards(h))
 		for _, op := range h.Operations {
 			rep.Outcomes[outcome(op)]++
 		}
@@ -113,7 +114,7 @@ func RunRuntime(ctx context.Context, cfg Config) (Report, error) {
 			if !r.v.OK() && r.v.Result == porcupine.Unknown {
 				rep.Unknown++
 			}
-			f := Failure{Seed: r.seed, Result: r.v.Result, History: h, After: r.i, Elapsed: time.Since(start),
+			f := Failure{Seed: r.seed, Result: r.v.Result, Check: r.v, History: h, After: r.i, Elapsed: time.Since(start),
 				Properties: r.props, RuntimePlan: r.plan}
 			f.Dir, f.SaveError = SaveRuntimeFailure(cfg.OutDir, r.plan, r.rh, r.v, r.props)
 			if cfg.Logf != nil {
@@ -137,6 +138,7 @@ func RunRuntime(ctx context.Context, cfg Config) (Report, error) {
 		if err := os.MkdirAll(filepath.Dir(cfg.ExampleHTML), 0o755); err == nil {
 			if WriteVisualization(example.rh.History, example.v, cfg.ExampleHTML) == nil {
 				rep.Example = cfg.ExampleHTML
+				rep.ExampleHistory, rep.ExampleVerdict = example.rh.History, example.v
 			}
 		}
 	}

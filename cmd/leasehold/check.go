@@ -22,6 +22,7 @@ import (
 
 	"github.com/leasehold/leasehold/linearizability"
 	"github.com/leasehold/leasehold/linearizability/backends"
+	"github.com/leasehold/leasehold/linearizability/report"
 )
 
 // checkFlags are the flags of `leasehold check`.
@@ -44,6 +45,7 @@ type checkFlags struct {
 	progress     string
 	outcomes     bool
 	runtime      bool
+	report       string
 }
 
 func parseCheckFlags(args []string, stderr io.Writer) (*checkFlags, error) {
@@ -67,6 +69,7 @@ func parseCheckFlags(args []string, stderr io.Writer) (*checkFlags, error) {
 	fs.BoolVar(&f.keepGoing, "keep-going", false, "do not stop at the first violation")
 	fs.BoolVar(&f.outcomes, "outcomes", false, "also print how often each op had each outcome (what the histories exercised)")
 	fs.BoolVar(&f.runtime, "runtime", false, "run real Workers, Brokers and an Inspector over recorded stores and check the runtime properties too (Redis goes through a fault proxy)")
+	fs.StringVar(&f.report, "report", "", "write a report of each adapter's run to `folder` (report-ADAPTER.html: the first violation, else the example history)")
 	fs.StringVar(&f.progress, "progress", "auto", "progress display: bar, lines, none, or auto (a bar on a terminal)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: leasehold check [flags]\n       leasehold check --replay FILE\n\n")
@@ -223,12 +226,70 @@ func check(args []string, stdout, stderr io.Writer) int {
 			status = 1
 		}
 	}
-	summary(stdout, reports, f)
+	paths := writeReports(stderr, reports, f)
+	summary(stdout, reports, f, paths)
 	return status
 }
 
+// writeReports writes the report of each violation into its folder and,
+// with --report, one report of each adapter's run, whose paths it returns
+// by adapter.
+func writeReports(stderr io.Writer, reports []linearizability.Report, f *checkFlags) map[string]string {
+	paths := map[string]string{}
+	for ri := range reports {
+		r := &reports[ri]
+		for fi := range r.Failures {
+			fl := &r.Failures[fi]
+			if fl.Dir == "" || fl.History == nil {
+				continue
+			}
+			if err := report.Write(filepath.Join(fl.Dir, "report.html"), fl.History, fl.Check, report.Options{Porcupine: "history.html"}); err != nil {
+				fmt.Fprintf(stderr, "leasehold check: %v\n", err)
+			}
+		}
+		if f.report == "" {
+			continue
+		}
+		h, v := r.ExampleHistory, r.ExampleVerdict
+		if len(r.Failures) > 0 && r.Failures[0].History != nil {
+			h, v = r.Failures[0].History, r.Failures[0].Check
+		}
+		if h == nil {
+			fmt.Fprintf(stderr, "leasehold check: %s: no history to report\n", r.Adapter)
+			continue
+		}
+		if err := os.MkdirAll(f.report, 0o755); err != nil {
+			fmt.Fprintf(stderr, "leasehold check: %v\n", err)
+			return paths
+		}
+		name := safeFileName(r.Adapter)
+		viz := "porcupine-" + name + ".html"
+		if err := linearizability.WriteVisualization(h, v, filepath.Join(f.report, viz)); err != nil {
+			viz = ""
+		}
+		sum := report.FromReport(*r)
+		path := filepath.Join(f.report, "report-"+name+".html")
+		title := fmt.Sprintf("leasehold check: %s, %d histories from seed %d", r.Adapter, r.Histories, f.seed)
+		if err := report.Write(path, h, v, report.Options{Title: title, Porcupine: viz, Summary: &sum}); err != nil {
+			fmt.Fprintf(stderr, "leasehold check: %v\n", err)
+			continue
+		}
+		paths[r.Adapter] = path
+	}
+	return paths
+}
+
+func safeFileName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
 // summary prints a table of the reports, each violation, and the example.
-func summary(w io.Writer, reports []linearizability.Report, f *checkFlags) {
+func summary(w io.Writer, reports []linearizability.Report, f *checkFlags, reportPaths map[string]string) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "adapter\thistories\toperations\tindeterminate\tviolations\tchecking\tslowest check\tslowest run\twall time\t")
@@ -260,7 +321,7 @@ func summary(w io.Writer, reports []linearizability.Report, f *checkFlags) {
 				continue
 			}
 			fmt.Fprintf(w, "  saved to   %s\n", fl.Dir)
-			fmt.Fprintf(w, "  open       %s\n", filepath.Join(fl.Dir, "history.html"))
+			fmt.Fprintf(w, "  open       %s\n", filepath.Join(fl.Dir, "report.html"))
 			fmt.Fprintf(w, "  replay     leasehold check --replay %s\n", filepath.Join(fl.Dir, "history.json"))
 			// The plan of a seed depends on the mode, faults and clients
 			// settings too (they bound what rapid draws).
@@ -290,6 +351,9 @@ func summary(w io.Writer, reports []linearizability.Report, f *checkFlags) {
 	for _, r := range reports {
 		if r.Example != "" {
 			fmt.Fprintf(w, "\nwhat was checked (%s): one history, as porcupine linearized it: %s\n", r.Adapter, r.Example)
+		}
+		if p := reportPaths[r.Adapter]; p != "" {
+			fmt.Fprintf(w, "report (%s): %s\n", r.Adapter, p)
 		}
 	}
 }
@@ -324,6 +388,12 @@ func replay(f *checkFlags, stdout, stderr io.Writer) int {
 		f.replay, h.Adapter, len(h.Operations), h.Indeterminate(), h.Seed, h.Mode, v.Result, v.Elapsed.Round(time.Microsecond))
 	if html != "" {
 		fmt.Fprintf(stdout, "visualization: %s\n", html)
+	}
+	rp := strings.TrimSuffix(f.replay, filepath.Ext(f.replay)) + "-replay-report.html"
+	if err := report.Write(rp, h, v, report.Options{Porcupine: filepath.Base(html)}); err != nil {
+		fmt.Fprintf(stderr, "leasehold check: %v\n", err)
+	} else {
+		fmt.Fprintf(stdout, "report: %s\n", rp)
 	}
 	if !v.OK() {
 		return 1

@@ -154,6 +154,9 @@ func TestReplayChecksASavedHistoryAgain(t *testing.T) {
 	if _, err := os.Stat(strings.TrimSuffix(bad, ".json") + "-replay.html"); err != nil {
 		t.Error(err)
 	}
+	if b, err := os.ReadFile(strings.TrimSuffix(bad, ".json") + "-replay-report.html"); err != nil || !bytes.Contains(b, []byte(`class="refusal"`)) {
+		t.Errorf("the replay's report shows no refusal (%v)", err)
+	}
 }
 
 func TestBadUsageExitsWithTwo(t *testing.T) {
@@ -291,7 +294,7 @@ func TestCheckRuntimeReportsTheBrokenProperty(t *testing.T) {
 	}
 	f := linearizability.Failure{Seed: 11, Result: v.Result, History: rh.History, Properties: props, RuntimePlan: p, Dir: dir}
 	var b bytes.Buffer
-	summary(&b, []linearizability.Report{{Adapter: "memory", Histories: 1, Violations: 1, Failures: []linearizability.Failure{f}}}, &checkFlags{mode: "fake", runtime: true})
+	summary(&b, []linearizability.Report{{Adapter: "memory", Histories: 1, Violations: 1, Failures: []linearizability.Failure{f}}}, &checkFlags{mode: "fake", runtime: true}, nil)
 	for _, want := range []string{"breaks heartbeat-lease", "heartbeat-lease: worker", "leasehold check --runtime --seed 11"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("the summary lacks %q:\n%s", want, b.String())
@@ -336,5 +339,63 @@ func TestCheckRefusesFlagsOutOfRange(t *testing.T) {
 		"--duration", "1m", "--progress", "lines", "--parallel", "1", "--out", t.TempDir())
 	if status != 0 {
 		t.Fatalf("flags in range: status %d\n%s\n%s", status, stdout, stderr)
+	}
+}
+
+func TestCheckWritesAReport(t *testing.T) {
+	out, rep := t.TempDir(), t.TempDir()
+	status, stdout, stderr := runCmd(t, "check", "--histories", "60", "--seed", "7", "--progress", "none", "--out", out, "--report", rep)
+	if status != 0 {
+		t.Fatalf("status %d\n%s\n%s", status, stdout, stderr)
+	}
+	path := filepath.Join(rep, "report-memory.html")
+	if !strings.Contains(stdout, "report (memory): "+path) {
+		t.Errorf("the summary does not name the report:\n%s", stdout)
+	}
+	page, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"60 histories", "Run summary", `href="porcupine-memory.html"`, `class="lane"`} {
+		if !bytes.Contains(page, []byte(want)) {
+			t.Errorf("the report lacks %q", want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(rep, "porcupine-memory.html")); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestAViolationIsSavedWithItsReport(t *testing.T) {
+	h, err := linearizability.LoadHistory("../../linearizability/report/testdata/lease-expiry-off-by-one.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := linearizability.Check(h, 10*time.Second)
+	dir, err := linearizability.SaveFailure(t.TempDir(), h, nil, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := t.TempDir()
+	r := linearizability.Report{Adapter: "memory", Histories: 1, Violations: 1,
+		Failures: []linearizability.Failure{{Seed: h.Seed, Result: v.Result, Check: v, History: h, Dir: dir}}}
+	var errs bytes.Buffer
+	paths := writeReports(&errs, []linearizability.Report{r}, &checkFlags{report: rep})
+	if errs.Len() > 0 {
+		t.Fatal(errs.String())
+	}
+	for _, p := range []string{filepath.Join(dir, "report.html"), paths["memory"]} {
+		page, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(page, []byte(`class="refusal"`)) || !bytes.Contains(page, []byte("Illegal")) {
+			t.Errorf("%s shows no refusal", p)
+		}
+	}
+	var b bytes.Buffer
+	summary(&b, []linearizability.Report{r}, &checkFlags{mode: "fake"}, paths)
+	if !strings.Contains(b.String(), filepath.Join(dir, "report.html")) {
+		t.Errorf("the summary does not point at the violation's report:\n%s", b.String())
 	}
 }
