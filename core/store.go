@@ -325,8 +325,8 @@ func ValidateQueueName(name string) error {
 // QueueLister is a Store that can name the queues it holds, for operators'
 // tools (`leasehold inspect queues`, `leasehold ui`). It is optional: a
 // Store need not implement it. Every adapter of this module does: the memory
-// store names the queues it has created, the SQLite store the rows of its
-// queues table, the Redis store the queues whose sequence key exists under
+// store names the queues it has created, the SQLite and PostgreSQL stores
+// the rows of their queues table, the Redis store the queues whose sequence key exists under
 // its prefix (found with SCAN). A queue is listed once it has had a task,
 // and stays listed when its tasks are gone, since its sequence is kept so
 // that versions are never reused.

@@ -759,3 +759,32 @@ func clone(b []byte) []byte {
 	}
 	return append([]byte(nil), b...)
 }
+
+var _ core.QueueLister = (*Store)(nil)
+
+// Queues implements core.QueueLister: the queues of the schema that have
+// had a task, sorted.
+func (s *Store) Queues(ctx context.Context) ([]string, error) {
+	var names []string
+	// enter validates a queue name; any valid one will do for a
+	// schema-wide read.
+	err := s.read(ctx, "queues", nil, func() error {
+		rows, err := s.pool.Query(ctx, s.q.queues)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				return err
+			}
+			names = append(names, n)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return names, nil
+}

@@ -69,7 +69,7 @@ type queries struct {
 	extend, ack, fail, retry                            string
 	damagedDeadline, claimExpired, requeue, finalize    string
 	recoverExpired, inspectRequeue, remove, prune       string
-	get, counts                                         string
+	get, counts, queues                                 string
 	list                                                map[model.State]string
 	notify                                              string
 }
@@ -89,6 +89,9 @@ func buildQueries(schema string) queries {
 		pending: f(`SELECT count(*) FROM (SELECT 1 FROM {s}.tasks WHERE queue = $1 AND state IN (%d, %d, %d) LIMIT $2) p`,
 			model.Scheduled, model.Ready, model.Running),
 		notify: `SELECT pg_notify($1, $2)`,
+		// A queue's row is made before its first task; seq is 0 until one
+		// is added.
+		queues: f(`SELECT name FROM {s}.queues WHERE seq > 0 ORDER BY name`),
 
 		// $1 queue, $2 id, $3 payload, $4 priority, $5 state, $6 max
 		// attempts, $7 now, $8 run after, $9 capacity (NULL: none). The

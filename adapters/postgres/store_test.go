@@ -212,3 +212,20 @@ func TestDamagedRowsAreErrCorrupt(t *testing.T) {
 }
 
 func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
+
+func TestQueuesNamesTheQueuesOfTheSchema(t *testing.T) {
+	ctx := context.Background()
+	a, b := newStore(t), newStore(t)
+	enqueue(t, a, "b.q", "1")
+	enqueue(t, a, "a:q", "2")
+	enqueue(t, a, "b.q", "3")
+	enqueue(t, b, "elsewhere", "4")
+	// A refused Enqueue adds no queue.
+	if _, err := a.Enqueue(ctx, core.EnqueueParams{Queue: "c", EnqueueArgs: model.EnqueueArgs{ID: "x"}}); err == nil {
+		t.Fatal("an Enqueue with MaxAttempts 0 was accepted")
+	}
+	got, err := a.Queues(ctx)
+	if err != nil || fmt.Sprint(got) != "[a:q b.q]" {
+		t.Errorf("Queues = %q, %v; want [a:q b.q]", got, err)
+	}
+}

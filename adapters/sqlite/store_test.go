@@ -383,3 +383,24 @@ func TestIDsAndMessagesKeepEveryByte(t *testing.T) {
 		}
 	}
 }
+
+func TestQueuesNamesTheQueuesOfTheDatabase(t *testing.T) {
+	ctx := context.Background()
+	s, err := sqlite.Open(filepath.Join(t.TempDir(), "q.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, q := range []string{"b.q", "a:q", "b.q"} {
+		if _, err := s.Enqueue(ctx, core.EnqueueParams{Queue: q, EnqueueArgs: model.EnqueueArgs{ID: fmt.Sprint(time.Now().UnixNano()), MaxAttempts: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "c", EnqueueArgs: model.EnqueueArgs{ID: "x"}}); err == nil {
+		t.Fatal("an Enqueue with MaxAttempts 0 was accepted")
+	}
+	got, err := s.Queues(ctx)
+	if err != nil || fmt.Sprint(got) != "[a:q b.q]" {
+		t.Errorf("Queues = %q, %v; want [a:q b.q]", got, err)
+	}
+}

@@ -11,13 +11,49 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/leasehold/leasehold/adapters/postgres"
 	"github.com/leasehold/leasehold/adapters/redis"
 	"github.com/leasehold/leasehold/adapters/sqlite"
 	"github.com/leasehold/leasehold/core"
 	"github.com/leasehold/leasehold/model"
 )
 
-// openStore opens the store an inspect command looks into.
+// storeFlags name the store a command looks into.
+type storeFlags struct {
+	redis, prefix, sqlite, postgres, schema string
+}
+
+// add adds the flags to fs.
+func (f *storeFlags) add(fs *flag.FlagSet) {
+	fs.StringVar(&f.redis, "redis", "", "the Redis store at `URL` (redis://host:port/db)")
+	fs.StringVar(&f.prefix, "prefix", "", "the Redis store's key prefix (default "+redis.DefaultPrefix+")")
+	fs.StringVar(&f.sqlite, "sqlite", "", "the SQLite store in the database file `PATH`")
+	fs.StringVar(&f.postgres, "postgres", "", "the PostgreSQL store at `URL` (postgres://user@host/db)")
+	fs.StringVar(&f.schema, "schema", "", "the PostgreSQL store's schema (default "+postgres.DefaultSchema+")")
+}
+
+// open opens the store.
+func (f *storeFlags) open(ctx context.Context) (core.Store, error) {
+	named := 0
+	for _, v := range []string{f.redis, f.sqlite, f.postgres} {
+		if v != "" {
+			named++
+		}
+	}
+	if named > 1 {
+		return nil, errors.New("name one store: --redis URL, --sqlite PATH or --postgres URL")
+	}
+	if f.postgres != "" {
+		var opts []postgres.Option
+		if f.schema != "" {
+			opts = append(opts, postgres.WithSchema(f.schema))
+		}
+		return postgres.Open(ctx, f.postgres, opts...)
+	}
+	return openStore(f.redis, f.prefix, f.sqlite)
+}
+
+// openStore opens a Redis or SQLite store.
 func openStore(redisURL, prefix, sqlitePath string) (core.Store, error) {
 	switch {
 	case redisURL != "" && sqlitePath != "":
@@ -28,7 +64,7 @@ func openStore(redisURL, prefix, sqlitePath string) (core.Store, error) {
 		}
 		return sqlite.Open(sqlitePath)
 	case redisURL == "":
-		return nil, errors.New("name a store: --redis URL or --sqlite PATH")
+		return nil, errors.New("name a store: --redis URL, --sqlite PATH or --postgres URL")
 	}
 	var opts []redis.Option
 	if prefix != "" {
@@ -40,9 +76,8 @@ func openStore(redisURL, prefix, sqlitePath string) (core.Store, error) {
 func inspect(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("leasehold inspect", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	redisURL := fs.String("redis", "", "the Redis store at `URL` (redis://host:port/db)")
-	prefix := fs.String("prefix", "", "the Redis store's key prefix (default "+redis.DefaultPrefix+")")
-	sqlitePath := fs.String("sqlite", "", "the SQLite store in the database file `PATH`")
+	var sf storeFlags
+	sf.add(fs)
 	queue := fs.String("queue", "default", "the `queue` to look into")
 	after := fs.String("after", "", "list: start after this task `ID`")
 	limit := fs.Int("limit", 50, "list: at most `N` tasks")
@@ -63,14 +98,14 @@ func inspect(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	s, err := openStore(*redisURL, *prefix, *sqlitePath)
-	if err != nil {
-		fmt.Fprintf(stderr, "leasehold inspect: %v\n", err)
-		return 2
-	}
-	defer s.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	s, err := sf.open(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "leasehold inspect: %v\n", err)
+		return exitUsage
+	}
+	defer s.Close()
 
 	var out any
 	switch {

@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/adapters/postgres"
 	"github.com/leasehold/leasehold/adapters/redis"
 	"github.com/leasehold/leasehold/adapters/sqlite"
 	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/internal/redistest"
 	"github.com/leasehold/leasehold/linearizability"
 	"github.com/leasehold/leasehold/linearizability/backends"
@@ -397,5 +399,28 @@ func TestAViolationIsSavedWithItsReport(t *testing.T) {
 	summary(&b, []linearizability.Report{r}, &checkFlags{mode: "fake"}, paths)
 	if !strings.Contains(b.String(), filepath.Join(dir, "report.html")) {
 		t.Errorf("the summary does not point at the violation's report:\n%s", b.String())
+	}
+}
+
+func TestInspectShowsAPostgreSQLStore(t *testing.T) {
+	url := pgtest.URL(t)
+	schema := pgtest.Schema()
+	defer pgtest.Drop(t, url, schema)
+	ctx := context.Background()
+	s, err := postgres.Open(ctx, url, postgres.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "jobs", EnqueueArgs: model.EnqueueArgs{ID: "a", MaxAttempts: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	status, stdout, stderr := runCmd(t, "inspect", "--postgres", url, "--schema", schema, "queues")
+	if status != 0 || stdout != "jobs\n" {
+		t.Errorf("queues: status %d\n%q\n%s", status, stdout, stderr)
+	}
+	status, stdout, stderr = runCmd(t, "inspect", "--postgres", url, "--schema", schema, "--queue", "jobs", "get", "a")
+	if status != 0 || !strings.Contains(stdout, "ready") {
+		t.Errorf("get: status %d\n%s\n%s", status, stdout, stderr)
 	}
 }
