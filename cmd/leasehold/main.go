@@ -8,6 +8,7 @@
 //	leasehold inspect [flags] counts   the number of tasks in each state
 //	leasehold inspect [flags] list STATE
 //	leasehold inspect [flags] get ID
+//	leasehold ui [flags]               a web inspector of a store (package internal/webui)
 //
 // `leasehold check` draws concurrent plans with rapid (producers, workers,
 // brokers and an inspector, with stalls and clock advances), runs each
@@ -77,6 +78,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return check(args[1:], stdout, stderr)
 	case "inspect":
 		return inspect(args[1:], stdout, stderr)
+	case "ui":
+		return ui(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		usage(stdout)
 		return 0
@@ -94,9 +97,12 @@ func usage(w io.Writer) {
                                     runtime properties (Redis through a fault proxy)
   leasehold check --replay FILE     check a saved history.json again
   leasehold inspect [flags] queues|counts|list STATE|get ID
-                                    look into a Redis (--redis URL) or SQLite (--sqlite PATH) store
+                                    look into a Redis (--redis URL), SQLite (--sqlite PATH) or
+                                    PostgreSQL (--postgres URL) store
+  leasehold ui [flags]              a web inspector of a store, on 127.0.0.1:8080 by default
+                                    (--memory: a demonstration store)
 
-Run "leasehold check -h" or "leasehold inspect -h" for the flags.
+Run "leasehold check -h", "leasehold inspect -h" or "leasehold ui -h" for the flags.
 `+exitCodes)
 }
 

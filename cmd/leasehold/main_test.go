@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/adapters/memory"
 	"github.com/leasehold/leasehold/adapters/postgres"
 	"github.com/leasehold/leasehold/adapters/redis"
 	"github.com/leasehold/leasehold/adapters/sqlite"
@@ -422,5 +426,60 @@ func TestInspectShowsAPostgreSQLStore(t *testing.T) {
 	status, stdout, stderr = runCmd(t, "inspect", "--postgres", url, "--schema", schema, "--queue", "jobs", "get", "a")
 	if status != 0 || !strings.Contains(stdout, "ready") {
 		t.Errorf("get: status %d\n%s\n%s", status, stdout, stderr)
+	}
+}
+
+func TestUIRefusesToListenBeyondLoopbackUnlessAllowed(t *testing.T) {
+	for _, args := range [][]string{
+		{"ui", "--memory", "--addr", ":8080"},
+		{"ui", "--memory", "--addr", "0.0.0.0:8080"},
+		{"ui", "--memory", "--addr", "192.0.2.1:8080"},
+		{"ui", "--memory", "--addr", "nonsense"},
+		{"ui", "--memory", "--sqlite", "x.db"},
+		{"ui", "--memory", "stray"},
+	} {
+		if status, _, stderr := runCmd(t, args...); status != 2 {
+			t.Errorf("%q: status %d, want 2\n%s", args, status, stderr)
+		}
+	}
+	for _, args := range [][]string{
+		{"--memory", "--addr", "127.0.0.1:0"},
+		{"--memory", "--addr", "[::1]:0"},
+		{"--memory", "--addr", "localhost:0"},
+		{"--memory", "--addr", "0.0.0.0:0", "--allow-remote"},
+	} {
+		if _, err := parseUIFlags(args, io.Discard); err != nil {
+			t.Errorf("%q: %v", args, err)
+		}
+	}
+}
+
+func TestUIServesTheDemonstrationStore(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := memory.New()
+	defer s.Close()
+	if err := demoTasks(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- serveUI(ctx, s, ln) }()
+	res, err := http.Get("http://" + ln.Addr().String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	for _, want := range []string{`href="/queues/emails"`, `href="/queues/reports"`} {
+		if !bytes.Contains(page, []byte(want)) {
+			t.Errorf("the front page lacks %s", want)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("serveUI: %v", err)
 	}
 }
