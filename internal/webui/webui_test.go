@@ -53,7 +53,7 @@ func newClient(t *testing.T, store core.Store) *client {
 type jar struct{ cookies []*http.Cookie }
 
 func (j *jar) SetCookies(_ *url.URL, cs []*http.Cookie) { j.cookies = cs }
-func (j *jar) Cookies(*url.URL) []*http.Cookie         { return j.cookies }
+func (j *jar) Cookies(*url.URL) []*http.Cookie          { return j.cookies }
 
 var tokenField = regexp.MustCompile(`name="token" value="([0-9a-f]+)"`)
 
