@@ -9,8 +9,8 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 # The modules of their own whose tests make test runs too: they need
 # dependencies the library's go.mod does not carry (the OpenTelemetry SDK, an
-# exporter).
-TEST_MODULES ?= core/oteltest examples/metrics
+# exporter, chromedp).
+TEST_MODULES ?= core/oteltest examples/metrics test/browser
 
 # vet, then every test with the race detector, of the library and of
 # TEST_MODULES. The output lists every test and subtest that ran, so a log

@@ -43,6 +43,9 @@ type Refusal struct {
 	// Store is the operation as the store answered it, Model as the model
 	// would have ("q0 Ack(t1 token=7) @+3ms → error stale_claim").
 	Store, Model string
+	// Tasks are the tasks the model's answer names (the store's may name
+	// none: a ClaimExpired that found nothing).
+	Tasks []string
 }
 
 // Explain explains a checked history from porcupine's partial
@@ -138,7 +141,27 @@ func refusal(h *History, queue string, ops, order []int) *Refusal {
 		q := states[0]
 		_, m := model.Apply(q, op.Input.modelInput(op.Output.Now))
 		mo := modelOutput(op.Input.Op, m, op.Output.Now)
+		var tasks []string
+		add := func(id string) {
+			if id != "" && !slices.Contains(tasks, id) {
+				tasks = append(tasks, id)
+			}
+		}
+		add(m.Task.ID)
+		for _, t := range m.Tasks {
+			add(t.ID)
+		}
+		for _, c := range m.ReapClaims {
+			add(c.TaskID)
+		}
+		for _, id := range m.IDs {
+			add(id)
+		}
+		for _, it := range m.Items {
+			add(it.Task.ID)
+		}
 		return &Refusal{
+			Tasks:  tasks,
 			Op:     i,
 			Before: describeQueue(q, h.Epoch),
 			Store:  describeOp(&op.Input, &op.Output, h.Epoch),

@@ -344,7 +344,15 @@ func buildQueue(h *linearizability.History, qe linearizability.QueueExplanation)
 		if placed[i] && !op.Output.Indeterminate && op.Output.Err == "" {
 			after = tasksAfter(op)
 		}
-		for _, id := range tasksOf(op) {
+		ids := tasksOf(op)
+		if step.Refused {
+			for _, id := range qe.Refused.Tasks {
+				if !slices.Contains(ids, id) {
+					ids = append(ids, id)
+				}
+			}
+		}
+		for _, id := range ids {
 			l := lane(id)
 			l.Marks = append(l.Marks, Mark{Column: col, Outcome: res, Kind: kind, Op: op.Input.Op.String(), Text: step.Answer, Refused: step.Refused})
 			t, changed := after[id]
@@ -405,10 +413,10 @@ func buildQueue(h *linearizability.History, qe linearizability.QueueExplanation)
 			c.Y = l.Y + 2
 			if c.Broker {
 				c.Label = fmt.Sprintf("%s · version %d · until %s", c.Holder, c.Token, c.Deadline)
-				c.Short = fmt.Sprintf("%s v%d", c.Holder, c.Token)
+				c.Short = fmt.Sprintf("%s · version %d", c.Holder, c.Token)
 			} else {
 				c.Label = fmt.Sprintf("%s · token %d · lease %s → %s", c.Holder, c.Token, c.Lease, c.Deadline)
-				c.Short = fmt.Sprintf("%s t%d %s→%s", c.Holder, c.Token, c.Lease, c.Deadline)
+				c.Short = fmt.Sprintf("%s · token %d · %s → %s", c.Holder, c.Token, c.Lease, c.Deadline)
 			}
 		}
 		q.Lanes = append(q.Lanes, *l)

@@ -57,6 +57,22 @@ func TestTheOffByOneViolationIsExplained(t *testing.T) {
 	if hits != 1 {
 		t.Errorf("%d steps highlighted, want 1", hits)
 	}
+	// The refused ClaimExpired found nothing in the store; its mark is on
+	// the lane of the task the model would have claimed.
+	marked := 0
+	for _, l := range q.Lanes {
+		for _, m := range l.Marks {
+			if m.Refused {
+				marked++
+				if l.Task != "t1" {
+					t.Errorf("the refused step is marked on %s's lane", l.Task)
+				}
+			}
+		}
+	}
+	if marked != 1 {
+		t.Errorf("the refused step is marked on %d lanes, want 1", marked)
+	}
 	var lane *Lane
 	for i := range q.Lanes {
 		if q.Lanes[i].Task == "t1" {
