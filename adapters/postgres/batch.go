@@ -2,6 +2,9 @@ package postgres
 
 import (
 	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/leasehold/leasehold/core"
 	"github.com/leasehold/leasehold/model"
@@ -16,18 +19,43 @@ import (
 func (s *Store) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (core.BatchResult, error) {
 	items := make([]core.ItemResult, len(p.Tasks))
 	now, err := s.write(ctx, p.Queue, lockNotify, func() error { return model.CheckBatchSize(len(p.Tasks)) }, func(o *opTx) error {
+		// Every item's statement and a read of its ID go to the server in
+		// one round trip; they run in order, so each read sees the queue
+		// as the items before it left it.
+		b := &pgx.Batch{}
 		for i, a := range p.Tasks {
 			if err := validEnqueue(a); err != nil {
 				items[i].Err = err
 				continue
 			}
-			task, err := o.enqueue(a)
-			if err != nil && !isItemError(err) {
+			task := o.newTask(a)
+			items[i].Task = task
+			b.Queue(s.q.enqueue, o.enqueueArgs(task)...)
+			b.Queue(s.q.probe, o.queue, []byte(a.ID))
+		}
+		res := o.tx.SendBatch(o.ctx, b)
+		defer res.Close()
+		for i := range p.Tasks {
+			if items[i].Err != nil {
+				continue
+			}
+			var v int64
+			err := res.QueryRow().Scan(&v)
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return err
 			}
-			items[i] = core.ItemResult{Task: task, Err: err}
+			inserted := err == nil
+			_, _, _, found, perr := probeRow(res.QueryRow(), o.queue, p.Tasks[i].ID)
+			if inserted {
+				items[i].Task.Version = uint64(v)
+				continue
+			}
+			items[i] = core.ItemResult{Err: o.enqueueRefusal(p.Tasks[i].ID, found, perr)}
+			if !isItemError(items[i].Err) {
+				return items[i].Err
+			}
 		}
-		return nil
+		return res.Close()
 	})
 	if err != nil {
 		return core.BatchResult{}, err
@@ -54,18 +82,39 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 	}
 	items := make([]core.ItemResult, len(p.Acks))
 	now, err := s.write(ctx, p.Queue, 0, validate, func(o *opTx) error {
+		// As in EnqueueBatch: every item's statement and a read of its task
+		// in one round trip, run in order.
+		b := &pgx.Batch{}
 		for i, a := range p.Acks {
 			if err := validClaim(a.Claim); err != nil {
 				items[i].Err = err
 				continue
 			}
-			task, err := o.workerOp(model.OpAck, a.Claim, s.q.ack, []any{micros(o.now), clone(a.Result)})
-			if err != nil && !isItemError(err) {
+			b.Queue(s.q.ack, o.queue, []byte(a.Claim.TaskID), int64(a.Claim.Token), micros(o.now), clone(a.Result))
+			b.Queue(s.q.probe, o.queue, []byte(a.Claim.TaskID))
+		}
+		res := o.tx.SendBatch(o.ctx, b)
+		defer res.Close()
+		for i, a := range p.Acks {
+			if items[i].Err != nil {
+				continue
+			}
+			ts, err := scanTasks(res.Query())
+			if err != nil {
 				return err
 			}
-			items[i] = core.ItemResult{Task: task, Err: err}
+			state, token, _, found, perr := probeRow(res.QueryRow(), o.queue, a.Claim.TaskID)
+			if len(ts) == 1 {
+				items[i].Task = ts[0]
+				continue
+			}
+			err = claimRefusal(model.OpAck, a.Claim, state, token, found, perr)
+			if !isItemError(err) {
+				return err
+			}
+			items[i].Err = err
 		}
-		return nil
+		return res.Close()
 	})
 	if err != nil {
 		return core.BatchResult{}, err

@@ -56,9 +56,14 @@ func (o *opTx) oneTask(q string, args ...any) (task model.Task, found bool, err 
 // probe reads what the guards look at; found is false when the task does
 // not exist.
 func (o *opTx) probe(id string) (state model.State, token, version uint64, found bool, err error) {
+	return probeRow(o.tx.QueryRow(o.ctx, o.s.q.probe, o.queue, []byte(id)), o.queue, id)
+}
+
+// probeRow reads the answer of the probe statement.
+func probeRow(row pgx.Row, queue, id string) (state model.State, token, version uint64, found bool, err error) {
 	var st int16
 	var tok, ver int64
-	err = o.tx.QueryRow(o.ctx, o.s.q.probe, o.queue, []byte(id)).Scan(&st, &tok, &ver)
+	err = row.Scan(&st, &tok, &ver)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, 0, 0, false, nil
 	}
@@ -66,7 +71,7 @@ func (o *opTx) probe(id string) (state model.State, token, version uint64, found
 		return 0, 0, 0, false, err
 	}
 	if st < int16(model.Scheduled) || st > int16(model.Failed) || tok < 0 || ver < 1 {
-		return 0, 0, 0, false, corrupt("task %q in queue %q: state %d, token %d, version %d", id, o.queue, st, tok, ver)
+		return 0, 0, 0, false, corrupt("task %q in queue %q: state %d, token %d, version %d", id, queue, st, tok, ver)
 	}
 	return model.State(st), uint64(tok), uint64(ver), true, nil
 }
@@ -100,38 +105,56 @@ func (s *Store) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskRes
 	return core.TaskResult{Now: now, Task: task}, nil
 }
 
-// enqueue adds one task whose arguments are valid, with the model's checks
-// in its order: the ID is free, then the queue has room. A refused task
-// writes nothing.
-func (o *opTx) enqueue(a model.EnqueueArgs) (model.Task, error) {
+// newTask is the task an Enqueue of a makes, but for its version.
+func (o *opTx) newTask(a model.EnqueueArgs) model.Task {
 	task := model.Task{
 		Queue: o.queue, ID: a.ID, Payload: clone(a.Payload), Priority: a.Priority,
 		MaxAttempts: a.MaxAttempts, EnqueuedAt: o.now,
 	}
 	task.RunAfter = ceil(a.RunAfter)
 	task.State = queuedState(o.now, task.RunAfter)
+	return task
+}
+
+// enqueueArgs are the parameters of the enqueue statement for task.
+func (o *opTx) enqueueArgs(task model.Task) []any {
 	var capacity *int64
 	if o.s.capacity > 0 {
 		c := int64(o.s.capacity)
 		capacity = &c
 	}
+	return []any{o.queue, []byte(task.ID), task.Payload, int32(task.Priority), int16(task.State),
+		int64(task.MaxAttempts), micros(o.now), micros(task.RunAfter), capacity}
+}
+
+// enqueueRefusal says why the enqueue statement added nothing, from the
+// probe of the ID that followed it: the model looks at the ID first, then
+// at the queue's room.
+func (o *opTx) enqueueRefusal(id string, found bool, perr error) error {
+	switch {
+	case errors.Is(perr, core.ErrCorrupt) || found:
+		return fmt.Errorf("%w: task %q already exists", core.ErrConflict, id)
+	case perr != nil:
+		return perr
+	}
+	return fmt.Errorf("%w: %d pending tasks", core.ErrQueueFull, o.s.capacity)
+}
+
+// enqueue adds one task whose arguments are valid, with the model's checks
+// in its order: the ID is free, then the queue has room. A refused task
+// writes nothing.
+func (o *opTx) enqueue(a model.EnqueueArgs) (model.Task, error) {
+	task := o.newTask(a)
 	var v int64
-	err := o.tx.QueryRow(o.ctx, o.s.q.enqueue, o.queue, []byte(a.ID), task.Payload, int32(a.Priority), int16(task.State),
-		int64(a.MaxAttempts), micros(o.now), micros(task.RunAfter), capacity).Scan(&v)
+	err := o.tx.QueryRow(o.ctx, o.s.q.enqueue, o.enqueueArgs(task)...).Scan(&v)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		switch _, _, _, found, err := o.probe(a.ID); {
-		case errors.Is(err, core.ErrCorrupt) || found:
-			return model.Task{}, fmt.Errorf("%w: task %q already exists", core.ErrConflict, a.ID)
-		case err != nil:
-			return model.Task{}, err
-		}
-		return model.Task{}, fmt.Errorf("%w: %d pending tasks", core.ErrQueueFull, o.s.capacity)
+		_, _, _, found, perr := o.probe(a.ID)
+		return model.Task{}, o.enqueueRefusal(a.ID, found, perr)
 	case err != nil:
 		return model.Task{}, err
 	}
 	task.Version = uint64(v)
-	o.seq = v
 	return task, nil
 }
 
@@ -324,6 +347,11 @@ func (o *opTx) workerOp(op model.Op, c model.Claim, q string, extra []any) (mode
 // (ErrStaleClaim), else the op is not legal from its state.
 func (o *opTx) diagnoseClaim(op model.Op, c model.Claim) error {
 	state, token, _, found, err := o.probe(c.TaskID)
+	return claimRefusal(op, c, state, token, found, err)
+}
+
+// claimRefusal is diagnoseClaim's answer from the probe's.
+func claimRefusal(op model.Op, c model.Claim, state model.State, token uint64, found bool, err error) error {
 	switch {
 	case err != nil:
 		return err

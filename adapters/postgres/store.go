@@ -215,6 +215,16 @@ func (s *Store) enter(ctx context.Context, queue string, validate func() error) 
 	return nil
 }
 
+// querier is what an operation sends its statements through: the
+// caller's transaction (a pgx.Tx), or a pool connection on which the
+// operation began its own.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
 // lockFlags say what an operation does when it takes its queue's lock.
 type lockFlags uint8
 
@@ -240,7 +250,8 @@ func (o *opTx) notify() error {
 type opTx struct {
 	s     *Store
 	ctx   context.Context
-	tx    pgx.Tx
+	tx    querier
+	begin bool // the lock's round trip starts the transaction
 	queue string
 	now   time.Time
 	seq   int64
@@ -256,16 +267,24 @@ func (s *Store) write(ctx context.Context, queue string, flags lockFlags, valida
 		return time.Time{}, err
 	}
 	defer s.mu.RUnlock()
-	tx, err := s.pool.Begin(ctx)
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("leasehold/postgres: begin: %w", err)
+		return time.Time{}, fmt.Errorf("leasehold/postgres: %w", err)
 	}
-	o := &opTx{s: s, ctx: ctx, tx: tx, queue: queue}
+	// A connection given back inside a transaction (a COMMIT or ROLLBACK
+	// that did not arrive) is closed by the pool, never reused.
+	defer conn.Release()
+	// BEGIN goes to the server with the lock, in one round trip.
+	o := &opTx{s: s, ctx: ctx, tx: conn, queue: queue, begin: true}
 	if err := o.run(flags, fn); err != nil {
-		rollback(tx)
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, rerr := conn.Exec(rctx, "ROLLBACK"); rerr != nil {
+			conn.Conn().Close(rctx)
+		}
 		return time.Time{}, err
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
 		return time.Time{}, fmt.Errorf("leasehold/postgres: commit: %w", err)
 	}
 	return o.now, nil
@@ -328,6 +347,9 @@ func (o *opTx) lock(flags lockFlags) error {
 	// a row another transaction is inserting waits for it, so even the
 	// first operations of a queue take its lock in turn.
 	b := &pgx.Batch{}
+	if o.begin {
+		b.Queue("BEGIN")
+	}
 	b.Queue(o.s.q.ensureQueue, o.queue)
 	b.Queue(o.s.q.lock, o.queue)
 	b.Queue(o.s.q.dbNow)
@@ -338,6 +360,11 @@ func (o *opTx) lock(flags lockFlags) error {
 	}
 	res := o.tx.SendBatch(o.ctx, b)
 	defer res.Close()
+	if o.begin {
+		if _, err := res.Exec(); err != nil {
+			return err
+		}
+	}
 	if _, err := res.Exec(); err != nil {
 		return err
 	}
