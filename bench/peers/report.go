@@ -233,7 +233,7 @@ func (r *report) write(w io.Writer, args []string) {
 		if slices.ContainsFunc(cols, func(c workload) bool { return c.kind == kindBatch }) {
 			fmt.Fprintf(w, "The EnqueueBatch columns are leasehold's core.BatchStore.EnqueueBatch, 100 tasks per call, "+
 				"beside its one-at-a-time Enqueue in the enqueue columns. The peers are measured one task per call "+
-				"in the enqueue columns only: asynq has no batch enqueue, so it has no EnqueueBatch figure and no ratio there.\n\n")
+				"in the enqueue columns only (asynq has no batch enqueue), so they have no EnqueueBatch figure and no ratio there.\n\n")
 		}
 		r.ratioTable(w, g.name, names, cols)
 		if g.name == "redis" {
