@@ -483,3 +483,12 @@ func TestUIServesTheDemonstrationStore(t *testing.T) {
 		t.Errorf("serveUI: %v", err)
 	}
 }
+
+func TestHelpPrintsTheExitStatuses(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"check", "-h"}, {"inspect", "-h"}, {"ui", "-h"}} {
+		status, stdout, stderr := runCmd(t, args...)
+		if status != 0 || !strings.Contains(stdout+stderr, "exit status: 0 ok; 1 a finding") {
+			t.Errorf("%q: status %d, no exit statuses in\n%s%s", args, status, stdout, stderr)
+		}
+	}
+}
