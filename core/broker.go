@@ -37,6 +37,8 @@ const (
 // With WithRecoverExpired, the reaper instead decides expired tasks in one
 // atomic step (Store.RecoverExpired), without a retry policy.
 //
+// Every store call has a deadline of the claim TTL, in real time.
+//
 // Several brokers may tend the same queues; their claims keep them from
 // deciding the same task twice. A Broker is safe for concurrent use.
 type Broker struct {
@@ -57,6 +59,12 @@ type Broker struct {
 // NewBroker returns a Broker over the queues named by WithQueues (required).
 // It does not start it: call Run, or RunOnce for a single pass.
 func NewBroker(store Store, opts ...BrokerOption) (*Broker, error) {
+	return newBroker(store, nil, opts)
+}
+
+// newBroker is NewBroker with the common settings of a Client (nil: the
+// defaults).
+func newBroker(store Store, preset *common, opts []BrokerOption) (*Broker, error) {
 	if store == nil {
 		return nil, fmt.Errorf("%w: nil store", ErrInvalidArgument)
 	}
@@ -67,6 +75,9 @@ func NewBroker(store Store, opts ...BrokerOption) (*Broker, error) {
 		runner:   runner{retry: DefaultRetryPolicy, batch: DefaultBrokerBatch},
 	}
 	b.init()
+	if preset != nil {
+		b.common = *preset
+	}
 	for _, o := range opts {
 		o.applyBroker(b)
 	}
@@ -94,10 +105,10 @@ type Pass struct {
 // (WithInterval, measured on the Clock), until ctx is done; then it returns
 // nil. Errors of a pass are logged and counted, not returned, except
 // ErrClosed: once the store is closed Run returns the pass's error. It
-// returns ErrInvalidArgument if the broker is already running.
+// returns ErrRunning if the broker is already running.
 func (b *Broker) Run(ctx context.Context) error {
 	if !b.running.CompareAndSwap(false, true) {
-		return fmt.Errorf("%w: broker is already running", ErrInvalidArgument)
+		return fmt.Errorf("%w: broker of %v", ErrRunning, b.queues)
 	}
 	defer b.running.Store(false)
 	b.logger.InfoContext(ctx, "broker started", "queues", b.queues, "interval", b.interval)
@@ -149,7 +160,9 @@ func (b *Broker) Stats() BrokerStats { return b.stats.snapshot() }
 
 func (b *Broker) promote(ctx context.Context, queue string, p *Pass) error {
 	for {
-		res, err := b.store.Promote(ctx, PromoteParams{Queue: queue, Limit: b.batch})
+		cctx, cancel := b.call(ctx)
+		res, err := b.store.Promote(cctx, PromoteParams{Queue: queue, Limit: b.batch})
+		cancel()
 		if err != nil {
 			b.storeError(ctx, queue, err)
 			return err
@@ -168,7 +181,9 @@ func (b *Broker) promote(ctx context.Context, queue string, p *Pass) error {
 
 func (b *Broker) reap(ctx context.Context, queue string, p *Pass) error {
 	for {
-		res, err := b.store.ClaimExpired(ctx, ClaimExpiredParams{Queue: queue, ClaimTTL: b.claimTTL, Limit: b.batch})
+		cctx, cancel := b.call(ctx)
+		res, err := b.store.ClaimExpired(cctx, ClaimExpiredParams{Queue: queue, ClaimTTL: b.claimTTL, Limit: b.batch})
+		cancel()
 		if err != nil {
 			b.storeError(ctx, queue, err)
 			return err
@@ -203,14 +218,18 @@ func (b *Broker) decide(ctx context.Context, now time.Time, rc ReapClaim, p *Pas
 		if delay > 0 {
 			runAfter = now.Add(delay)
 		}
-		_, err = b.store.Requeue(ctx, RequeueParams{ReapClaim: rc, RunAfter: runAfter})
+		cctx, cancel := b.call(ctx)
+		_, err = b.store.Requeue(cctx, RequeueParams{ReapClaim: rc, RunAfter: runAfter})
+		cancel()
 		if err == nil {
 			p.Requeued++
 			b.stats.requeued.Add(1)
 			log.InfoContext(ctx, "expired task requeued", "run_after", runAfter)
 		}
 	} else {
-		_, err = b.store.Finalize(ctx, FinalizeParams{ReapClaim: rc})
+		cctx, cancel := b.call(ctx)
+		_, err = b.store.Finalize(cctx, FinalizeParams{ReapClaim: rc})
+		cancel()
 		if err == nil {
 			p.Finalized++
 			b.stats.finalized.Add(1)
@@ -234,7 +253,9 @@ func (b *Broker) decide(ctx context.Context, now time.Time, rc ReapClaim, p *Pas
 
 func (b *Broker) recover(ctx context.Context, queue string, p *Pass) error {
 	for {
-		res, err := b.store.RecoverExpired(ctx, RecoverExpiredParams{Queue: queue, Delay: b.recoverDelay, Limit: b.batch})
+		cctx, cancel := b.call(ctx)
+		res, err := b.store.RecoverExpired(cctx, RecoverExpiredParams{Queue: queue, Delay: b.recoverDelay, Limit: b.batch})
+		cancel()
 		if err != nil {
 			b.storeError(ctx, queue, err)
 			return err
@@ -249,6 +270,13 @@ func (b *Broker) recover(ctx context.Context, queue string, p *Pass) error {
 			return nil
 		}
 	}
+}
+
+// call returns the context of one store call: ctx with a deadline of the
+// claim TTL, in real time (a call that outlasts it would decide through a
+// claim that lapsed meanwhile).
+func (b *Broker) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, b.claimTTL)
 }
 
 func (b *Broker) storeError(ctx context.Context, queue string, err error) {

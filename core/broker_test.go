@@ -242,8 +242,8 @@ func TestBrokerRunPassesEveryIntervalUntilItsContextIsDone(t *testing.T) {
 	if task := mustGet(t, s, "soon"); task.State != core.Ready {
 		t.Fatalf("task = %v, want ready after 3s", task.State)
 	}
-	if err := b.Run(context.Background()); !errors.Is(err, core.ErrInvalidArgument) {
-		t.Fatalf("second Run = %v, want ErrInvalidArgument", err)
+	if err := b.Run(context.Background()); !errors.Is(err, core.ErrRunning) || errors.Is(err, core.ErrInvalidArgument) {
+		t.Fatalf("second Run = %v, want ErrRunning", err)
 	}
 	cancel()
 	if err := receive(t, ran); err != nil {

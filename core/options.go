@@ -6,15 +6,26 @@ import (
 	"time"
 )
 
-// The options of the consumer API are functional options. Each kind of option
-// is accepted by the components it makes sense for, and the compiler rejects
-// the others:
+// The options of the consumer API are functional options, one style for every
+// constructor: a variadic list of values, each a small interface that the
+// components it makes sense for implement, so the compiler rejects an option
+// given where it means nothing. A struct of settings (River's Config) would
+// need zero values to mean "default" and could not refuse a field given to
+// the wrong component; options keep the defaults in one place and every
+// check in the constructor.
 //
-//	Option        (WithClock, WithLogger,            Queue, Worker, Broker
+//	Option        (WithClock, WithLogger,            Queue, Worker, Broker, Client
 //	               WithMeterProvider, WithTracerProvider)
-//	RunnerOption  (WithRetryPolicy, WithBatchSize)   Worker, Broker
-//	WorkerOption  (WithConcurrency, WithLease, ...)  Worker
-//	BrokerOption  (WithQueues, WithInterval, ...)    Broker
+//	RunnerOption  (WithRetryPolicy, WithBatchSize)   Worker, Broker, Client
+//	WorkerOption  (WithConcurrency, WithLease, ...)  Worker; a Client's WithQueue
+//	BrokerOption  (WithQueues, WithInterval, ...)    Broker; a Client's WithMaintenance
+//	ClientOption  (WithQueue, WithMaintenance, ...)  Client
+//
+// A Client passes its Option and RunnerOption values (the clock, the logger,
+// the telemetry providers) to every worker and broker it builds; the options
+// of one queue (WithQueue) come after them and win. The Client's clock is
+// given once, to NewClient: WithClock inside WithQueue or WithMaintenance is
+// refused.
 //
 // An out-of-range value makes the constructor return ErrInvalidArgument.
 
@@ -24,6 +35,8 @@ type common struct {
 	logger    *slog.Logger
 	telemetry telemetry // the OpenTelemetry providers (telemetry.go)
 	err       error     // the first invalid option
+	// fixedClock: the clock is a Client's and WithClock is refused.
+	fixedClock bool
 }
 
 func (c *common) init() {
@@ -60,6 +73,7 @@ type Option func(*common)
 func (o Option) applyQueue(q *Queue)   { o(&q.common) }
 func (o Option) applyWorker(w *Worker) { o(&w.common) }
 func (o Option) applyBroker(b *Broker) { o(&b.common) }
+func (o Option) applyClient(c *Client) { o(&c.common) }
 
 // WithClock sets the clock the component reads the time from and waits on
 // (default SystemClock). In tests, pass the FakeClock the store judges leases
@@ -68,6 +82,10 @@ func WithClock(c Clock) Option {
 	return func(s *common) {
 		if c == nil {
 			s.invalid("nil clock")
+			return
+		}
+		if s.fixedClock {
+			s.invalid("WithClock given to one queue or to the maintenance of a Client: give the clock once, to NewClient")
 			return
 		}
 		s.clock = c
@@ -92,6 +110,10 @@ type RunnerOption func(*common, *runner)
 
 func (o RunnerOption) applyWorker(w *Worker) { o(&w.common, &w.runner) }
 func (o RunnerOption) applyBroker(b *Broker) { o(&b.common, &b.runner) }
+func (o RunnerOption) applyClient(c *Client) {
+	c.workerOpts = append(c.workerOpts, o)
+	c.brokerOpts = append(c.brokerOpts, o)
+}
 
 // WithRetryPolicy sets the policy that decides whether a failed attempt runs
 // again, and when (default DefaultRetryPolicy). A Worker consults it when a
@@ -185,6 +207,23 @@ func WithShutdownTimeout(d time.Duration) WorkerOption {
 			return
 		}
 		w.shutdownTimeout = d
+	})
+}
+
+// WithTimeout sets the attempt timeout of a Worker's tasks (default: none): the
+// handler's context is cancelled d after the attempt starts, measured on the
+// Clock, with a cause for which errors.Is(cause, ErrAttemptTimeout) holds, and
+// the attempt is a failed one for the retry policy, whatever the handler
+// returns after. A timeout stored with a task replaces it for that task.
+// Heartbeats renew the lease until the handler returns, so a timeout may be
+// longer than the lease.
+func WithTimeout(d time.Duration) WorkerOption {
+	return workerOption(func(w *Worker) {
+		if d <= 0 {
+			w.invalid("attempt timeout %v <= 0", d)
+			return
+		}
+		w.timeout = d
 	})
 }
 

@@ -12,6 +12,7 @@ type WorkerStats struct {
 	Released int64 // unfinished tasks given back at shutdown
 	Panics   int64 // handler panics (each also counted as a failed or retried attempt)
 	Extended int64 // heartbeats that renewed a lease
+	TimedOut int64 // attempts that ran past their timeout (each also a failed or retried attempt)
 	// LeasesLost counts the claims the worker found superseded, by a
 	// heartbeat or a decision answered ErrStaleClaim or ErrInvalidTransition.
 	LeasesLost int64
@@ -44,7 +45,7 @@ type counter = atomic.Int64
 
 type workerCounters struct {
 	popped, acked, failed, retried, released, panics, extended counter
-	leasesLost, staleDecisions, storeErrors                    counter
+	leasesLost, staleDecisions, storeErrors, timeouts          counter
 }
 
 func (c *workerCounters) snapshot() WorkerStats {
@@ -53,6 +54,7 @@ func (c *workerCounters) snapshot() WorkerStats {
 		Retried: c.retried.Load(), Released: c.released.Load(), Panics: c.panics.Load(),
 		Extended: c.extended.Load(), LeasesLost: c.leasesLost.Load(),
 		StaleDecisions: c.staleDecisions.Load(), StoreErrors: c.storeErrors.Load(),
+		TimedOut: c.timeouts.Load(),
 	}
 }
 

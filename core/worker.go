@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,7 +41,46 @@ var (
 	// ErrWorkerStopped: the worker shut down and gave the task back before
 	// the handler finished.
 	ErrWorkerStopped = errors.New("leasehold: worker shut down before the handler finished")
+	// ErrAttemptTimeout: the attempt ran past its timeout (WithTimeout, or
+	// the task's own). The attempt is a failed one, for the retry policy.
+	ErrAttemptTimeout = errors.New("leasehold: attempt timed out")
 )
+
+// ErrRunning is returned by Run when the Worker, Broker or Client is already
+// running.
+var ErrRunning = errors.New("leasehold: already running")
+
+// ShutdownError is returned by Shutdown when its context ended before every
+// task was settled. Held lists the claims the worker still held then: their
+// handlers had not returned, or the store call recording their outcome or
+// giving them back did not complete. Nothing is lost: the worker no longer
+// renews their leases, so each lapses and a Broker (of any process) decides
+// the task through its retry policy, as for a worker that crashed. A
+// handler still running is not waited for; its goroutine ends when the
+// handler returns, and what it returns is discarded.
+//
+// errors.Is(err, context.DeadlineExceeded) (or context.Canceled) holds for
+// the context's own error.
+type ShutdownError struct {
+	Held []Claim
+	Err  error // the context's error
+}
+
+// Error names the held tasks.
+func (e *ShutdownError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "leasehold: shutdown ended (%v) with %d task(s) still held; their leases will lapse and a broker will decide them:", e.Err, len(e.Held))
+	for i, c := range e.Held {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, " %s/%s (token %d)", c.Queue, c.TaskID, c.Token)
+	}
+	return b.String()
+}
+
+// Unwrap returns the context's error.
+func (e *ShutdownError) Unwrap() error { return e.Err }
 
 // Defaults of a Worker.
 const (
@@ -90,6 +131,17 @@ const (
 // adds the retry policy's delay. A worker whose clock is skewed therefore
 // retries on the store's schedule.
 //
+// An attempt timeout (WithTimeout for the queue, or the task's own timeout,
+// which wins) puts a deadline on the handler's context, measured on the
+// Clock; when it passes the context is cancelled with a cause wrapping
+// ErrAttemptTimeout, and the attempt is a failed one whatever the handler
+// then returns. Heartbeats go on until the handler returns, so a timeout
+// longer than the lease keeps the task.
+//
+// Every store call has a deadline, in real time: a Pop and a decision (Ack,
+// Fail, Retry) the lease, a heartbeat what is left of the lease it renews
+// (at least one heartbeat interval).
+//
 // A Worker runs once: Run, then Shutdown (or cancel Run's context).
 type Worker struct {
 	common
@@ -105,6 +157,7 @@ type Worker struct {
 	pollMin         time.Duration
 	pollMax         time.Duration
 	shutdownTimeout time.Duration
+	timeout         time.Duration // the attempt timeout; 0: none
 
 	stats    workerCounters
 	tel      workerTelemetry
@@ -128,6 +181,13 @@ type Worker struct {
 	stopOnce    sync.Once
 	abandonOnce sync.Once
 	runErr      error // set by the fetch loop before it returns
+
+	calls       context.Context    // every store call's parent: cancelled by a hard stop
+	cancelCalls context.CancelFunc // set by Run
+	hard        chan struct{}      // closed: Shutdown's deadline passed
+	hardOnce    sync.Once
+	heldMu      sync.Mutex
+	held        []Claim // claims left to lapse by a hard stop
 }
 
 // AckLinger is the longest a Worker on a BatchStore holds a handler's
@@ -137,6 +197,12 @@ const AckLinger = time.Millisecond
 // NewWorker returns a Worker that runs handler on the tasks of the named
 // queue. It does not start it: call Run.
 func NewWorker(store Store, queue string, handler Handler, opts ...WorkerOption) (*Worker, error) {
+	return newWorker(store, queue, handler, nil, opts)
+}
+
+// newWorker is NewWorker with the common settings of a Client (nil: the
+// defaults).
+func newWorker(store Store, queue string, handler Handler, preset *common, opts []WorkerOption) (*Worker, error) {
 	if store == nil || handler == nil {
 		return nil, fmt.Errorf("%w: nil store or handler", ErrInvalidArgument)
 	}
@@ -157,8 +223,12 @@ func NewWorker(store Store, queue string, handler Handler, opts ...WorkerOption)
 		abandon:         make(chan struct{}),
 		drained:         make(chan struct{}),
 		done:            make(chan struct{}),
+		hard:            make(chan struct{}),
 	}
 	w.init()
+	if preset != nil {
+		w.common = *preset
+	}
 	for _, o := range opts {
 		o.applyWorker(w)
 	}
@@ -202,9 +272,13 @@ func NewWorker(store Store, queue string, handler Handler, opts ...WorkerOption)
 // handler finished" joins its error history. Work that did not finish is
 // never acknowledged.
 //
+// A handler that has not returned when its task is given back is not waited
+// for: Run returns without it, and its goroutine ends when the handler
+// returns.
+//
 // Handler contexts carry the values of ctx but are not cancelled with it.
-// Run returns ErrClosed if the worker was shut down before, and
-// ErrInvalidArgument if it is already running.
+// Run returns ErrClosed if the worker was shut down before, and ErrRunning
+// if it is already running.
 func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Lock()
 	switch {
@@ -213,11 +287,13 @@ func (w *Worker) Run(ctx context.Context) error {
 		return ErrClosed
 	case w.started:
 		w.mu.Unlock()
-		return fmt.Errorf("%w: worker is already running", ErrInvalidArgument)
+		return fmt.Errorf("%w: worker of queue %s", ErrRunning, w.queue)
 	}
 	w.started = true
+	w.calls, w.cancelCalls = context.WithCancel(context.WithoutCancel(ctx))
 	w.mu.Unlock()
 	defer close(w.done)
+	defer w.cancelCalls()
 
 	w.logger.InfoContext(ctx, "worker started", "concurrency", w.concurrency, "lease", w.lease)
 	base := context.WithoutCancel(ctx)
@@ -242,12 +318,19 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // Shutdown stops the worker: it stops popping at once and waits for running
-// handlers to finish, recording their outcomes, until ctx is done. Then it
-// cancels the handlers still running (cause ErrWorkerStopped), gives their
-// tasks back as Run describes, and waits for Run to return. It returns nil if
-// every handler finished in time, else ctx.Err(). It is safe to call more
-// than once and from any goroutine; on a worker that never ran it only
-// prevents Run.
+// handlers to finish, recording their outcomes, until ctx is done. It returns
+// nil once every task is settled and Run has returned.
+//
+// If ctx ends first, Shutdown returns then, without waiting for anything it
+// cannot bound: it cancels the handlers still running (cause
+// ErrWorkerStopped) and every store call in flight, stops renewing leases,
+// and returns a *ShutdownError naming the tasks still held. Their leases
+// lapse and a Broker decides them: nothing is lost, and no unfinished work is
+// acknowledged. A handler that ignores its context keeps its goroutine until
+// it returns; nothing else of the worker outlives Shutdown.
+//
+// It is safe to call more than once and from any goroutine; on a worker that
+// never ran it only prevents Run.
 func (w *Worker) Shutdown(ctx context.Context) error {
 	w.mu.Lock()
 	started := w.started
@@ -258,14 +341,47 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	select {
-	case <-w.drained:
+	case <-w.done:
+		return nil
 	case <-ctx.Done():
-		w.abandonRunning()
-		<-w.done
-		return ctx.Err()
 	}
+	select {
+	case <-w.done: // Run returned meanwhile: everything was settled
+		return nil
+	default:
+	}
+	w.hardStop()
 	<-w.done
-	return nil
+	return &ShutdownError{Held: w.heldClaims(), Err: ctx.Err()}
+}
+
+// hardStop cancels every store call and abandons the running handlers
+// without giving their tasks back.
+func (w *Worker) hardStop() {
+	w.hardOnce.Do(func() {
+		close(w.hard)
+		w.cancelCalls()
+		w.abandonRunning()
+	})
+}
+
+// hold records a claim left to lapse.
+func (w *Worker) hold(j *job) {
+	w.heldMu.Lock()
+	w.held = append(w.held, j.claim)
+	w.heldMu.Unlock()
+}
+
+func (w *Worker) heldClaims() []Claim {
+	w.heldMu.Lock()
+	defer w.heldMu.Unlock()
+	return slices.Clone(w.held)
+}
+
+// call returns the context of one store call: a child of the worker's call
+// context with a deadline d from now.
+func (w *Worker) call(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(w.calls, d)
 }
 
 // Stats returns a snapshot of the worker's counters.
@@ -296,9 +412,20 @@ func (w *Worker) watch(ctx, base context.Context) {
 	case <-w.drained:
 		return
 	}
+	// The handlers still running are detached: their slots, jobs and
+	// runners are released here, and each runner goroutine ends when its
+	// handler returns.
 	for _, j := range w.beats.abandonAll() {
 		j.cancel(ErrWorkerStopped)
-		w.giveBack(base, j)
+		if closed(w.hard) {
+			w.hold(j)
+		} else {
+			w.giveBack(base, j)
+		}
+		w.nrunners.Add(-1)
+		w.runners.Done()
+		<-w.slots
+		w.jobs.Done()
 	}
 }
 
@@ -324,7 +451,10 @@ func (w *Worker) fetch(base context.Context) {
 		for n < w.batch && tryAcquire(w.slots) {
 			n++
 		}
-		res, err := w.store.Pop(base, PopParams{Queue: w.queue, Lease: w.lease, N: n})
+		sent := w.clock.Now()
+		ctx, cancel := w.call(w.lease)
+		res, err := w.store.Pop(ctx, PopParams{Queue: w.queue, Lease: w.lease, N: n})
+		cancel()
 		for range n - len(res.Tasks) {
 			<-w.slots
 		}
@@ -344,7 +474,7 @@ func (w *Worker) fetch(base context.Context) {
 		w.tel.popped(base, res)
 		for _, t := range res.Tasks {
 			w.jobs.Add(1)
-			w.dispatch(base, &job{task: t, claim: t.Claim()})
+			w.dispatch(base, &job{task: t, claim: t.Claim(), leaseEnd: sent.Add(w.lease)})
 		}
 		if len(res.Tasks) > 0 {
 			wait = w.pollMin
@@ -378,17 +508,31 @@ func (w *Worker) dispatch(base context.Context, j *job) {
 		return
 	}
 	w.nrunners.Add(1)
-	w.runners.Go(func() {
-		w.run(base, j)
-		w.runLoop(base)
-	})
+	w.runners.Add(1)
+	go w.runJobs(base, j)
 }
 
-// runLoop runs the jobs handed to this runner until the worker stops
-// popping.
-func (w *Worker) runLoop(base context.Context) {
-	for j := range w.work {
-		w.run(base, j)
+// runJobs runs j (if not nil), then the jobs handed to it until the worker
+// stops popping. A runner whose job was detached by a shutdown ends when its
+// handler returns; the worker released its count already.
+func (w *Worker) runJobs(base context.Context, j *job) {
+	defer func() {
+		if j == nil || !w.beats.isDetached(j) {
+			w.runners.Done()
+		}
+	}()
+	for {
+		if j != nil {
+			w.run(base, j)
+			if w.beats.isDetached(j) {
+				return
+			}
+		}
+		var ok bool
+		if j, ok = <-w.work; !ok {
+			j = nil
+			return
+		}
 	}
 }
 
@@ -404,8 +548,10 @@ type job struct {
 	due        time.Time // the next heartbeat, on the worker's clock
 	prev, next *job      // in the heartbeat list, while listed
 	listed     bool
-	result     []byte // the handler's result, for the acker
-	slotFreed  bool   // the slot was released when the result went to the acker
+	result     []byte    // the handler's result, for the acker
+	slotFreed  bool      // the slot was released when the result went to the acker
+	detached   bool      // abandoned by a shutdown while its handler ran
+	leaseEnd   time.Time // on the worker's clock, as last renewed
 }
 
 type jobState uint8
@@ -433,6 +579,17 @@ func (w *Worker) run(base context.Context, j *job) {
 	}
 	ctx, cancel := context.WithCancelCause(base)
 	j.cancel = cancel
+	var timeout time.Duration
+	if d := taskTimeout(j.task); d > 0 {
+		timeout = d
+	} else {
+		timeout = w.timeout
+	}
+	if timeout > 0 {
+		var stop context.CancelFunc
+		ctx, stop = w.attemptDeadline(ctx, timeout)
+		defer stop()
+	}
 	if !w.beats.add(j, w.clock.Now().Add(w.heartbeat)) {
 		// The worker abandoned its tasks before this one started.
 		cancel(ErrWorkerStopped)
@@ -448,11 +605,20 @@ func (w *Worker) run(base context.Context, j *job) {
 			if r == nil {
 				r = "handler exited without returning (runtime.Goexit)"
 				// This goroutine ends with the handler: a new runner
-				// takes its place.
-				w.runners.Go(func() { w.runLoop(base) })
+				// takes its place, unless a shutdown detached it.
+				if !w.beats.isDetached(j) {
+					w.runners.Add(1)
+					go w.runJobs(base, nil)
+				}
 			}
 			o = outcome{err: &PanicError{Value: r, Stack: debug.Stack()}}
 			w.stats.panics.Add(1)
+		}
+		if cause := context.Cause(ctx); timeout > 0 && errors.Is(cause, ErrAttemptTimeout) {
+			// Whatever the handler returned after its deadline, the
+			// attempt failed by its timeout.
+			w.stats.timeouts.Add(1)
+			o = outcome{err: cause}
 		}
 		w.tel.handlerReturned(base, w.clock, j, o.err)
 		w.settle(base, j, o)
@@ -461,6 +627,39 @@ func (w *Worker) run(base context.Context, j *job) {
 	o.result, o.err = w.handler(ctx, j.claim, j.task)
 	returned = true
 }
+
+// taskTimeout is the attempt timeout stored with the task; 0: none.
+func taskTimeout(Task) time.Duration { return 0 }
+
+// attemptDeadline returns a child of ctx that is cancelled d from now on the
+// worker's clock, with a cause wrapping ErrAttemptTimeout, and the function
+// that releases it.
+func (w *Worker) attemptDeadline(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	cause := fmt.Errorf("%w after %v", ErrAttemptTimeout, d)
+	if _, system := w.clock.(SystemClock); system {
+		return context.WithTimeoutCause(ctx, d, cause)
+	}
+	at := w.clock.Now().Add(d)
+	tctx, cancel := context.WithCancelCause(ctx)
+	t := w.clock.NewTimer(d)
+	go func() {
+		select {
+		case <-t.C():
+			cancel(cause)
+		case <-tctx.Done():
+			t.Stop()
+		}
+	}()
+	return deadlineContext{tctx, at}, func() { cancel(context.Canceled) }
+}
+
+// deadlineContext reports a deadline read on a Clock other than the system's.
+type deadlineContext struct {
+	context.Context
+	at time.Time
+}
+
+func (c deadlineContext) Deadline() (time.Time, bool) { return c.at, true }
 
 // outcome is what a handler returned.
 type outcome struct {
@@ -487,7 +686,9 @@ func (w *Worker) settle(base context.Context, j *job, o outcome) {
 		w.acks <- j // the acker records it and finishes the job
 		return
 	case o.err == nil:
-		res, err := w.store.Ack(base, AckParams{Claim: j.claim, Result: o.result})
+		ctx, cancel := w.call(w.lease)
+		res, err := w.store.Ack(ctx, AckParams{Claim: j.claim, Result: o.result})
+		cancel()
 		w.acked(base, j, res.Now, err)
 	default:
 		w.decideFailure(base, j, o.err)
@@ -497,7 +698,11 @@ func (w *Worker) settle(base context.Context, j *job, o outcome) {
 
 // finish releases a job's slot once its outcome is settled.
 func (w *Worker) finish(j *job) {
-	w.beats.remove(j)
+	if w.beats.remove(j) {
+		// Detached by a shutdown, which released the job already.
+		j.cancel(nil)
+		return
+	}
 	if j.cancel != nil {
 		j.cancel(nil)
 	}
@@ -532,6 +737,9 @@ func (w *Worker) acked(base context.Context, j *job, now time.Time, err error) {
 	default:
 		w.stats.storeErrors.Add(1)
 		w.tel.storeError(base, j, true)
+		if closed(w.hard) {
+			w.hold(j)
+		}
 		w.logger.ErrorContext(base, "recording the outcome failed; the lease will lapse and a broker will decide the task",
 			j.attrs("err", err)...)
 	}
@@ -547,7 +755,9 @@ func (w *Worker) decideFailure(base context.Context, j *job, herr error) {
 	d := decisionFail
 	switch {
 	case IsPermanent(herr):
-		res, err = w.store.Fail(base, FailParams{Claim: j.claim, Message: herr.Error()})
+		ctx, cancel := w.call(w.lease)
+		res, err = w.store.Fail(ctx, FailParams{Claim: j.claim, Message: herr.Error()})
+		cancel()
 		counter, msg = &w.stats.failed, "task failed permanently"
 	default:
 		now := w.storeNow.estimate(w.clock)
@@ -561,10 +771,14 @@ func (w *Worker) decideFailure(base context.Context, j *job, herr error) {
 			if delay > 0 {
 				runAfter = now.Add(delay).Truncate(time.Microsecond)
 			}
-			res, err = w.store.Retry(base, RetryParams{Claim: j.claim, RunAfter: runAfter, Message: herr.Error()})
+			ctx, cancel := w.call(w.lease)
+			res, err = w.store.Retry(ctx, RetryParams{Claim: j.claim, RunAfter: runAfter, Message: herr.Error()})
+			cancel()
 			counter, msg, d = &w.stats.retried, "task will be retried", decisionRetry
 		} else {
-			res, err = w.store.Fail(base, FailParams{Claim: j.claim, Message: herr.Error()})
+			ctx, cancel := w.call(w.lease)
+			res, err = w.store.Fail(ctx, FailParams{Claim: j.claim, Message: herr.Error()})
+			cancel()
 			counter, msg = &w.stats.failed, "task failed: no retry left"
 		}
 	}
@@ -583,6 +797,9 @@ func (w *Worker) decideFailure(base context.Context, j *job, herr error) {
 	default:
 		w.stats.storeErrors.Add(1)
 		w.tel.storeError(base, j, true)
+		if closed(w.hard) {
+			w.hold(j)
+		}
 		w.logger.ErrorContext(base, "recording the outcome failed; the lease will lapse and a broker will decide the task",
 			j.attrs("err", err, "handler_err", herr)...)
 	}
@@ -642,7 +859,9 @@ func (w *Worker) ackLoop(base context.Context) {
 func (w *Worker) ackBatch(base context.Context, jobs []*job) {
 	if len(jobs) == 1 {
 		j := jobs[0]
-		res, err := w.store.Ack(base, AckParams{Claim: j.claim, Result: j.result})
+		ctx, cancel := w.call(w.lease)
+		res, err := w.store.Ack(ctx, AckParams{Claim: j.claim, Result: j.result})
+		cancel()
 		w.acked(base, j, res.Now, err)
 		w.finish(j)
 		return
@@ -651,7 +870,9 @@ func (w *Worker) ackBatch(base context.Context, jobs []*job) {
 	for i, j := range jobs {
 		items[i] = AckItem{Claim: j.claim, Result: j.result}
 	}
-	res, err := w.batcher.AckBatch(base, AckBatchParams{Queue: w.queue, Acks: items})
+	ctx, cancel := w.call(w.lease)
+	res, err := w.batcher.AckBatch(ctx, AckBatchParams{Queue: w.queue, Acks: items})
+	cancel()
 	if err == nil && len(res.Items) != len(jobs) {
 		err = fmt.Errorf("leasehold: AckBatch answered %d items for %d", len(res.Items), len(jobs))
 	}
@@ -699,11 +920,19 @@ func (w *Worker) heartbeatLoop(base context.Context) {
 // extend renews one claim's lease and puts it back in line for the next
 // heartbeat, unless the claim was superseded.
 func (w *Worker) extend(base context.Context, j *job) {
-	res, err := w.store.Extend(base, ExtendParams{Claim: j.claim, Lease: w.lease})
+	// The heartbeat's deadline is what is left of the lease it renews (a
+	// heartbeat interval at least: a lapsed lease still holds the task
+	// until someone acts).
+	sent := w.clock.Now()
+	left := max(w.beats.leaseEnd(j).Sub(sent), w.heartbeat)
+	ctx, cancel := w.call(left)
+	res, err := w.store.Extend(ctx, ExtendParams{Claim: j.claim, Lease: w.lease})
+	cancel()
 	switch {
 	case err == nil:
 		w.storeNow.observe(w.clock, res.Now)
 		w.stats.extended.Add(1)
+		w.beats.renewed(j, sent.Add(w.lease))
 		w.beats.requeue(j, w.clock.Now().Add(w.heartbeat))
 	case superseded(err):
 		if w.beats.supersede(j) {
@@ -729,7 +958,9 @@ func (w *Worker) lost(base context.Context, j *job, err error) {
 
 // giveBack returns an unfinished task to the queue through its claim.
 func (w *Worker) giveBack(base context.Context, j *job) {
-	_, err := w.store.Retry(base, RetryParams{Claim: j.claim, Message: ErrWorkerStopped.Error()})
+	ctx, cancel := w.call(w.lease)
+	_, err := w.store.Retry(ctx, RetryParams{Claim: j.claim, Message: ErrWorkerStopped.Error()})
+	cancel()
 	switch {
 	case err == nil:
 		w.stats.released.Add(1)
@@ -742,6 +973,7 @@ func (w *Worker) giveBack(base context.Context, j *job) {
 	default:
 		w.stats.storeErrors.Add(1)
 		w.tel.storeError(base, j, true)
+		w.hold(j)
 		w.logger.ErrorContext(base, "giving the task back failed; the lease will lapse and a broker will decide the task", j.attrs("err", err)...)
 	}
 }
@@ -885,12 +1117,35 @@ func (l *beatList) supersede(j *job) bool {
 	return true
 }
 
-// remove takes a finished job out of the list.
-func (l *beatList) remove(j *job) {
+// remove takes a finished job out of the list; it reports whether a
+// shutdown detached the job.
+func (l *beatList) remove(j *job) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.dropLocked(j)
 	delete(l.running, j)
+	return j.detached
+}
+
+// isDetached reports whether a shutdown detached the job.
+func (l *beatList) isDetached(j *job) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return j.detached
+}
+
+// leaseEnd returns when the job's lease ends, on the worker's clock.
+func (l *beatList) leaseEnd(j *job) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return j.leaseEnd
+}
+
+// renewed records the end of a renewed lease.
+func (l *beatList) renewed(j *job, end time.Time) {
+	l.mu.Lock()
+	j.leaseEnd = end
+	l.mu.Unlock()
 }
 
 // abandonAll marks every running job given back and returns them; jobs
@@ -902,7 +1157,7 @@ func (l *beatList) abandonAll() []*job {
 	var out []*job
 	for j := range l.running {
 		if j.state == jobRunning {
-			j.state = jobSettled
+			j.state, j.detached = jobSettled, true
 			l.dropLocked(j)
 			out = append(out, j)
 		}

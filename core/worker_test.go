@@ -399,7 +399,7 @@ func TestWorkerRetriesWithBackoffUntilTheTaskRunsOutOfAttempts(t *testing.T) {
 	}
 }
 
-func TestWorkerShutdownGivesUnfinishedTasksBackAndNeverAcksThem(t *testing.T) {
+func TestWorkerShutdownPastItsDeadlineNamesHeldTasksAndNeverAcksThem(t *testing.T) {
 	clk := core.NewFakeClock(t0)
 	s := newRecStore(t, clk)
 	enqueue(t, s, clk, "unfinished")
@@ -416,9 +416,14 @@ func TestWorkerShutdownGivesUnfinishedTasksBackAndNeverAcksThem(t *testing.T) {
 	receive(t, begun)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	cancel() // no grace: give everything back at once
-	if err := w.Shutdown(ctx); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Shutdown = %v, want context.Canceled", err)
+	cancel() // no grace: no time left to give anything back
+	err := w.Shutdown(ctx)
+	var se *core.ShutdownError
+	if !errors.As(err, &se) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Shutdown = %v, want a *ShutdownError wrapping context.Canceled", err)
+	}
+	if len(se.Held) != 1 || se.Held[0].TaskID != "unfinished" || !strings.Contains(err.Error(), "unfinished") {
+		t.Fatalf("Shutdown named %+v (%v), want the task unfinished", se.Held, err)
 	}
 	if err := receive(t, ran); err != nil {
 		t.Fatalf("Run = %v", err)
@@ -429,16 +434,23 @@ func TestWorkerShutdownGivesUnfinishedTasksBackAndNeverAcksThem(t *testing.T) {
 	if s.count("Ack") != 0 {
 		t.Fatal("unfinished work was acked")
 	}
-	task := mustGet(t, s, "unfinished")
-	if task.State != core.Ready || task.Attempt != 1 || len(task.Errors) != 1 || task.Errors[0].Message != core.ErrWorkerStopped.Error() {
-		t.Fatalf("task = %v attempt %d errors %v, want it given back ready", task.State, task.Attempt, task.Errors)
+	if task := mustGet(t, s, "unfinished"); task.State != core.Running {
+		t.Fatalf("task = %v, want still running under the lapsing lease", task.State)
 	}
-	// It is claimable again.
+	// Its lease lapses and a broker decides it: it runs again.
+	clk.Advance(lease + time.Second)
+	b, err := core.NewBroker(s, core.WithQueues(queue), core.WithClock(clk), core.WithRetryPolicy(core.FixedDelay(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := b.RunOnce(context.Background()); err != nil || p.Requeued != 1 {
+		t.Fatalf("RunOnce = %+v, %v; want the held task requeued", p, err)
+	}
 	res, err := s.Pop(context.Background(), core.PopParams{Queue: queue, Lease: lease, N: 1})
 	if err != nil || len(res.Tasks) != 1 || res.Tasks[0].ID != "unfinished" || res.Tasks[0].Attempt != 2 {
 		t.Fatalf("Pop = %+v, %v; want the task's second attempt", res.Tasks, err)
 	}
-	if st := w.Stats(); st.Released != 1 || st.Acked != 0 {
+	if st := w.Stats(); st.Released != 0 || st.Acked != 0 {
 		t.Fatalf("stats = %+v", st)
 	}
 	if err := w.Run(context.Background()); !errors.Is(err, core.ErrClosed) {
@@ -616,8 +628,8 @@ func TestWorkerRunsOnceAndRejectsBadOptions(t *testing.T) {
 	}
 	stop := started(t, w2)
 	blockUntil(t, clk, 1) // parked on its poll timer: running
-	if err := w2.Run(context.Background()); !errors.Is(err, core.ErrInvalidArgument) {
-		t.Fatalf("second Run = %v, want ErrInvalidArgument", err)
+	if err := w2.Run(context.Background()); !errors.Is(err, core.ErrRunning) || errors.Is(err, core.ErrInvalidArgument) {
+		t.Fatalf("second Run = %v, want ErrRunning", err)
 	}
 	stop()
 }
