@@ -92,7 +92,7 @@ func TestClientShutdownIsBoundedAndTheHeldTaskIsDecidedLater(t *testing.T) {
 	start := time.Now()
 	err = c1.Shutdown(ctx)
 	took := time.Since(start)
-	if took > deadline+100*time.Millisecond {
+	if took > deadline+2*time.Second { // a loaded machine schedules late; a hang is forever
 		t.Errorf("Shutdown took %v, past its deadline of %v", took, deadline)
 	}
 	var se *core.ShutdownError

@@ -160,8 +160,8 @@ func handlerOutcome(c *runtimeCase) []string {
 	}
 	for _, inv := range c.rh.Invocations {
 		key := claimKey{inv.Worker, inv.TaskID, inv.Token}
-		if decided[key] || !inv.Returned && !inv.Panicked || c.superseded[key] {
-			continue
+		if decided[key] || !inv.Returned && !inv.Panicked || c.superseded[key] || c.held[heldKey{inv.TaskID, inv.Token}] {
+			continue // a claim a Client's Shutdown left held is decided by a broker
 		}
 		out = append(out, fmt.Sprintf("%s recorded nothing for %s token %d, whose handler returned (%s) while its claim held", inv.Worker, inv.TaskID, inv.Token, inv.Behaviour.Kind))
 	}
@@ -500,6 +500,7 @@ type runtimeCase struct {
 	// superseded: the worker was told its claim no longer holds (a refused
 	// Extend or decision), so it records nothing more for it.
 	superseded map[claimKey]bool
+	held       map[heldKey]bool // claims a Client's Shutdown named held
 }
 
 func newRuntimeCase(p *RuntimePlan, rh *RuntimeHistory) *runtimeCase {
@@ -525,7 +526,18 @@ func newRuntimeCase(p *RuntimePlan, rh *RuntimeHistory) *runtimeCase {
 			}
 		}
 	}
+	c.held = map[heldKey]bool{}
+	for _, cl := range rh.Held {
+		c.held[heldKey{cl.TaskID, cl.Token}] = true
+	}
 	return c
+}
+
+// heldKey names a claim by its task and token (tokens are never reused in a
+// queue).
+type heldKey struct {
+	task  string
+	token uint64
 }
 
 // expectedOutcome is the decision a worker owes the invocation's outcome.

@@ -2,6 +2,7 @@ package linearizability
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"slices"
@@ -35,6 +36,9 @@ type RuntimeHistory struct {
 	Final []model.Task `json:"final"`
 	// Left describes what was not terminal when the drain budget ran out.
 	Left string `json:"left,omitempty"`
+	// Held are the claims the Clients' Shutdown named still held when its
+	// deadline passed: their handlers' outcomes are not recorded.
+	Held []model.Claim `json:"held,omitempty"`
 }
 
 // Reading is one reading of the stores' clock.
@@ -122,13 +126,17 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 
 	h := newHandlers(p, base, rec)
 	x := &runtimeRun{plan: p, rec: rec, fake: fake, act: act, h: h}
+	workerStores := make([]core.Store, len(p.Workers))
+	brokerStores := make([]core.Store, len(p.Brokers))
+	workerOpts := make([][]core.WorkerOption, len(p.Workers))
 	for i, ws := range p.Workers {
 		s, err := open(workerName(i), map[model.Op]time.Duration{model.OpExtend: ws.BeatStall}, ws.Unbatched)
 		if err != nil {
 			return nil, err
 		}
+		workerStores[i] = s
 		opts := []core.WorkerOption{
-			core.WithClock(skewClock{base, ws.Skew}), core.WithConcurrency(ws.Concurrency), core.WithLease(ws.Lease),
+			core.WithConcurrency(ws.Concurrency), core.WithLease(ws.Lease),
 			core.WithPollInterval(ws.PollMin, ws.PollMax), core.WithShutdownTimeout(ws.Shutdown),
 			core.WithRetryPolicy(ws.Policy.Policy()),
 		}
@@ -138,25 +146,45 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 		if ws.Batch > 0 {
 			opts = append(opts, core.WithBatchSize(ws.Batch))
 		}
-		w, err := core.NewWorker(s, p.Queue, h.handler(workerName(i)), opts...)
-		if err != nil {
-			return nil, fmt.Errorf("linearizability: %s: %w", workerName(i), err)
+		workerOpts[i] = opts
+		var w *core.Worker
+		if p.clientOf(true, i) < 0 {
+			w, err = core.NewWorker(s, p.Queue, h.handler(workerName(i)), append(opts, core.WithClock(skewClock{base, ws.Skew}))...)
+			if err != nil {
+				return nil, fmt.Errorf("linearizability: %s: %w", workerName(i), err)
+			}
 		}
-		x.workers = append(x.workers, w)
+		x.workers = append(x.workers, w) // nil: part of a Client
 	}
+	brokerOpts := make([][]core.BrokerOption, len(p.Brokers))
 	for i, bs := range p.Brokers {
 		s, err := open(brokerName(i), map[model.Op]time.Duration{model.OpRequeue: bs.DecideStall, model.OpFinalize: bs.DecideStall}, false)
 		if err != nil {
 			return nil, err
 		}
-		b, err := core.NewBroker(s, core.WithQueues(p.Queue), core.WithBatchSize(bs.Batch),
+		brokerStores[i] = s
+		brokerOpts[i] = []core.BrokerOption{core.WithBatchSize(bs.Batch),
 			core.WithClaimTTL(bs.ClaimTTL), core.WithInterval(bs.Interval),
-			core.WithRetryPolicy(bs.Policy.Policy()), core.WithClock(skewClock{base, bs.Skew}))
-		if err != nil {
-			return nil, fmt.Errorf("linearizability: %s: %w", brokerName(i), err)
+			core.WithRetryPolicy(bs.Policy.Policy())}
+		var b *core.Broker
+		if p.clientOf(false, i) < 0 {
+			b, err = core.NewBroker(s, append(brokerOpts[i], core.WithQueues(p.Queue), core.WithClock(skewClock{base, bs.Skew}))...)
+			if err != nil {
+				return nil, fmt.Errorf("linearizability: %s: %w", brokerName(i), err)
+			}
 		}
-		x.brokers = append(x.brokers, b)
+		x.brokers = append(x.brokers, b) // nil: part of a Client
 		x.passing = append(x.passing, new(atomic.Bool))
+	}
+	for i, cs := range p.Clients {
+		c, err := core.NewClient(newRouteStore(workerStores[cs.Worker], brokerStores[cs.Broker]),
+			core.WithClock(skewClock{base, p.Workers[cs.Worker].Skew}),
+			core.WithQueue(p.Queue, h.handler(workerName(cs.Worker)), workerOpts[cs.Worker]...),
+			core.WithMaintenance(brokerOpts[cs.Broker]...))
+		if err != nil {
+			return nil, fmt.Errorf("linearizability: %s: %w", clientName(i), err)
+		}
+		x.clients = append(x.clients, c)
 	}
 	ps, err := open(producerName, nil, false)
 	if err != nil {
@@ -207,8 +235,9 @@ type runtimeRun struct {
 	fake    *core.FakeClock
 	act     *activity
 	h       *handlers
-	workers []*core.Worker
-	brokers []*core.Broker
+	workers []*core.Worker // nil where a Client holds the worker
+	brokers []*core.Broker // nil where a Client holds the broker
+	clients []*core.Client
 	passing []*atomic.Bool // a RunOnce pass of the broker is under way
 
 	passes sync.WaitGroup
@@ -273,6 +302,9 @@ func (x *runtimeRun) run(ctx context.Context, queue *core.Queue, inspectors []*c
 	var running sync.WaitGroup
 	var left atomic.Int64
 	for i, w := range x.workers {
+		if w == nil {
+			continue
+		}
 		left.Add(1)
 		running.Go(func() {
 			defer left.Add(-1)
@@ -280,13 +312,22 @@ func (x *runtimeRun) run(ctx context.Context, queue *core.Queue, inspectors []*c
 		})
 	}
 	for i, b := range x.brokers {
-		if p.Brokers[i].Loop {
+		if b != nil && p.Brokers[i].Loop {
 			left.Add(1)
 			running.Go(func() {
 				defer left.Add(-1)
 				x.guard(brokerName(i), func() { _ = b.Run(runCtx) })
 			})
 		}
+	}
+	var heldMu sync.Mutex
+	for i, c := range x.clients {
+		left.Add(1)
+		running.Go(func() {
+			defer left.Add(-1)
+			// Run's context is not cancelled: Shutdown stops the Client.
+			x.guard(clientName(i), func() { _ = c.Run(context.WithoutCancel(runCtx)) })
+		})
 	}
 	// The producer and the operators act in goroutines of their own, in plan
 	// order, so a stalled call of theirs does not stall the clock.
@@ -376,6 +417,20 @@ func (x *runtimeRun) run(ctx context.Context, queue *core.Queue, inspectors []*c
 	rh.StopAt = x.rec.tick()
 	x.rec.Event("stop")
 	stopRun()
+	for i, c := range x.clients {
+		running.Go(func() {
+			x.guard(clientName(i), func() {
+				sctx, cancel := context.WithTimeout(context.Background(), p.Clients[i].Grace)
+				defer cancel()
+				var se *core.ShutdownError
+				if err := c.Shutdown(sctx); errors.As(err, &se) {
+					heldMu.Lock()
+					rh.Held = append(rh.Held, se.Held...)
+					heldMu.Unlock()
+				}
+			})
+		})
+	}
 	for spent := time.Duration(0); spent < stopBudget; spent += step {
 		if left.Load() == 0 && x.h.running() == 0 {
 			break

@@ -25,6 +25,9 @@ type RuntimePlan struct {
 	Ticks    []Tick          `json:"ticks"`
 	Faults   []CallFault     `json:"faults,omitempty"`
 	Inspects []InspectAction `json:"inspects,omitempty"`
+	// Clients builds pairs of a worker and a broker of the plan as one
+	// core.Client each instead of a Worker and a Broker.
+	Clients []ClientSpec `json:"clients,omitempty"`
 	// StallEvery and StallFrom stall readings of the stores' clock as in
 	// Plan.
 	StallEvery int `json:"stallEvery,omitempty"`
@@ -153,6 +156,30 @@ func (w WorkerSpec) HeartbeatEvery() time.Duration {
 		return w.Heartbeat
 	}
 	return w.Lease / 3
+}
+
+// ClientSpec makes worker Worker and broker Broker of the plan one
+// core.Client: the worker's settings are its queue's (WithQueue), the
+// broker's its maintenance (WithMaintenance; the broker runs in a loop and
+// shares the worker's clock). Its store calls are recorded under the
+// worker's and the broker's names, by operation, so every runtime property
+// of a worker and of a broker holds of the Client's parts. At the stop the
+// harness calls Client.Shutdown with a deadline of Grace (real time) instead
+// of cancelling Run's context.
+type ClientSpec struct {
+	Worker int           `json:"worker"`
+	Broker int           `json:"broker"`
+	Grace  time.Duration `json:"grace"`
+}
+
+// clientOf returns the client that owns worker or broker i, or -1.
+func (p *RuntimePlan) clientOf(worker bool, i int) int {
+	for c, cs := range p.Clients {
+		if worker && cs.Worker == i || !worker && cs.Broker == i {
+			return c
+		}
+	}
+	return -1
 }
 
 // BrokerSpec configures one core.Broker.
@@ -296,6 +323,7 @@ type CallFault struct {
 func workerName(i int) string    { return fmt.Sprintf("worker %d", i) }
 func brokerName(i int) string    { return fmt.Sprintf("broker %d", i) }
 func inspectorName(i int) string { return fmt.Sprintf("inspector %d", i) }
+func clientName(i int) string    { return fmt.Sprintf("client %d", i) }
 
 const (
 	producerName = "producer"
@@ -320,6 +348,9 @@ func (p *RuntimePlan) String() string {
 			run = "Run every " + ms(br.Interval)
 		}
 		fmt.Fprintf(&b, "  %s: batch %d claim TTL %s skew %s policy %s decisions stall %s, %s\n", brokerName(i), br.Batch, ms(br.ClaimTTL), ms(br.Skew), br.Policy, ms(br.DecideStall), run)
+	}
+	for i, c := range p.Clients {
+		fmt.Fprintf(&b, "  %s: %s and %s, shutdown grace %s\n", clientName(i), workerName(c.Worker), brokerName(c.Broker), ms(c.Grace))
 	}
 	for _, t := range p.Tasks {
 		fmt.Fprintf(&b, "  task %s: tick %d prio %d attempts %d delay %s:", t.ID, t.Tick, t.Priority, t.MaxAttempts, ms(t.Delay))
@@ -437,6 +468,15 @@ func RuntimePlans(o RuntimeOptions) *rapid.Generator[*RuntimePlan] {
 				br.DecideStall = time.Duration(rapid.IntRange(1, 4).Draw(t, "decide stall")) * stall
 			}
 			p.Brokers = append(p.Brokers, br)
+		}
+		// Workers and brokers paired into Clients, from the first of each.
+		for i := range min(len(p.Workers), len(p.Brokers)) {
+			if rapid.IntRange(0, 2).Draw(t, "client?") != 2 {
+				break
+			}
+			p.Brokers[i].Loop, p.Brokers[i].Skew = true, p.Workers[i].Skew
+			p.Clients = append(p.Clients, ClientSpec{Worker: i, Broker: i,
+				Grace: time.Duration(rapid.IntRange(0, 4).Draw(t, "client grace")) * time.Millisecond})
 		}
 		for i := range p.Ticks {
 			for b, br := range p.Brokers {

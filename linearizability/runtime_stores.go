@@ -327,3 +327,58 @@ func (s unbatchedStore) InjectFault(kind CallFaultKind, d time.Duration) bool {
 	fi, ok := s.Store.(FaultInjector)
 	return ok && fi.InjectFault(kind, d)
 }
+
+// routeStore is the one store a Client is given in the runtime mode: the
+// calls of its workers go to the worker's recorded store, those of its
+// maintenance to the broker's, so the history shows a Client as the worker
+// and the broker it is made of.
+type routeStore struct {
+	core.Store // the worker's: Pop, Extend, Ack, Fail, Retry, and the rest
+	broker     core.Store
+}
+
+// newRouteStore returns a routeStore, a core.BatchStore when the worker's
+// store is one.
+func newRouteStore(worker, broker core.Store) core.Store {
+	r := &routeStore{Store: worker, broker: broker}
+	if bs, ok := worker.(core.BatchStore); ok {
+		return &batchRouteStore{r, bs}
+	}
+	return r
+}
+
+func (r *routeStore) Promote(ctx context.Context, p core.PromoteParams) (core.IDsResult, error) {
+	return r.broker.Promote(ctx, p)
+}
+
+func (r *routeStore) ClaimExpired(ctx context.Context, p core.ClaimExpiredParams) (core.ReapResult, error) {
+	return r.broker.ClaimExpired(ctx, p)
+}
+
+func (r *routeStore) Requeue(ctx context.Context, p core.RequeueParams) (core.TaskResult, error) {
+	return r.broker.Requeue(ctx, p)
+}
+
+func (r *routeStore) Finalize(ctx context.Context, p core.FinalizeParams) (core.TaskResult, error) {
+	return r.broker.Finalize(ctx, p)
+}
+
+func (r *routeStore) RecoverExpired(ctx context.Context, p core.RecoverExpiredParams) (core.TasksResult, error) {
+	return r.broker.RecoverExpired(ctx, p)
+}
+
+// Close closes nothing: the harness closes the component stores.
+func (r *routeStore) Close() error { return nil }
+
+type batchRouteStore struct {
+	*routeStore
+	batch core.BatchStore
+}
+
+func (r *batchRouteStore) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (core.BatchResult, error) {
+	return r.batch.EnqueueBatch(ctx, p)
+}
+
+func (r *batchRouteStore) AckBatch(ctx context.Context, p core.AckBatchParams) (core.BatchResult, error) {
+	return r.batch.AckBatch(ctx, p)
+}
