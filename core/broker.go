@@ -37,7 +37,8 @@ const (
 // With WithRecoverExpired, the reaper instead decides expired tasks in one
 // atomic step (Store.RecoverExpired), without a retry policy.
 //
-// Every store call has a deadline of the claim TTL, in real time.
+// Every store call has a deadline of the claim TTL, in real time, with
+// SystemClock (with another Clock, only ctx bounds it).
 //
 // Several brokers may tend the same queues; their claims keep them from
 // deciding the same task twice. A Broker is safe for concurrent use.
@@ -273,10 +274,10 @@ func (b *Broker) recover(ctx context.Context, queue string, p *Pass) error {
 }
 
 // call returns the context of one store call: ctx with a deadline of the
-// claim TTL, in real time (a call that outlasts it would decide through a
-// claim that lapsed meanwhile).
+// claim TTL (a call that outlasts it would decide through a claim that
+// lapsed meanwhile), with SystemClock.
 func (b *Broker) call(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, b.claimTTL)
+	return callContext(ctx, b.clock, b.claimTTL)
 }
 
 func (b *Broker) storeError(ctx context.Context, queue string, err error) {

@@ -146,10 +146,12 @@ func (c *Client) Queues() []string {
 }
 
 // Queue returns a producer's handle on the named queue of the Client's
-// store, with the Client's clock and logger. The queue need not be one the
+// store, with the Client's clock, logger and telemetry providers. The queue need not be one the
 // Client serves.
 func (c *Client) Queue(name string) (*Queue, error) {
-	return NewQueue(c.store, name, WithClock(c.clock), WithLogger(c.logger))
+	return NewQueue(c.store, name, Option(func(s *common) {
+		s.clock, s.logger, s.telemetry = c.clock, c.logger, c.telemetry
+	}))
 }
 
 // Run serves the Client's queues until ctx is done or Shutdown is called:

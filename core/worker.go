@@ -138,9 +138,11 @@ const (
 // then returns. Heartbeats go on until the handler returns, so a timeout
 // longer than the lease keeps the task.
 //
-// Every store call has a deadline, in real time: a Pop and a decision (Ack,
-// Fail, Retry) the lease, a heartbeat what is left of the lease it renews
-// (at least one heartbeat interval).
+// Every store call has a deadline: a Pop and a decision (Ack, Fail, Retry)
+// the lease, a heartbeat what is left of the lease it renews (at least one
+// heartbeat interval). The deadlines are real time, so they apply with
+// SystemClock (the default); with another Clock, whose durations need not
+// pass in real time, only Shutdown's deadline bounds a call.
 //
 // A Worker runs once: Run, then Shutdown (or cancel Run's context).
 type Worker struct {
@@ -381,7 +383,17 @@ func (w *Worker) heldClaims() []Claim {
 // call returns the context of one store call: a child of the worker's call
 // context with a deadline d from now.
 func (w *Worker) call(d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(w.calls, d)
+	return callContext(w.calls, w.clock, d)
+}
+
+// callContext returns ctx with a deadline d from now when clock is the
+// system's; another clock's durations need not pass in real time, so then
+// the call is bounded only by ctx.
+func callContext(ctx context.Context, clock Clock, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, system := clock.(SystemClock); system {
+		return context.WithTimeout(ctx, d)
+	}
+	return context.WithCancel(ctx)
 }
 
 // Stats returns a snapshot of the worker's counters.
