@@ -27,7 +27,7 @@ func TestAClientPassesItsProvidersToEveryPart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task, err := q.Enqueue(context.Background(), nil, core.WithDelay(time.Millisecond))
+	task, err := q.Enqueue(context.Background(), nil, core.WithDelay(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
