@@ -71,7 +71,6 @@ var Catalogue = []Mutant{
 	{"heartbeat-renews-for-interval", "a worker's heartbeat extends the lease by the heartbeat interval instead of the lease", Runtime, []string{Core}},
 	{"worker-acks-result-with-error", "a worker acknowledges a handler that returned a result together with an error, as if the error were not there", Runtime, []string{Core}},
 	{"worker-panic-acked", "a worker logs a handler's panic and acknowledges the task as done instead of failing the attempt", Runtime, []string{Core}},
-	{"client-shutdown-acks-held", "a Client whose Shutdown deadline passed acknowledges the tasks it still held, whose handlers had not returned, instead of leaving their leases to lapse", Runtime, []string{Core}},
 }
 
 // Adapters are the targets a patch may have: the adapters, named as the
