@@ -32,6 +32,9 @@ const (
 	Running   = model.Running
 	Succeeded = model.Succeeded
 	Failed    = model.Failed
+	// Quarantined holds records the store could not read, set aside so they
+	// never block a queue; an operator removes them.
+	Quarantined = model.Quarantined
 )
 
 // The errors every store returns, wrapped with detail. Test with errors.Is.
@@ -50,9 +53,11 @@ var (
 	// ErrQueueFull: the queue holds as many pending tasks as it may.
 	ErrQueueFull = model.ErrQueueFull
 	// ErrCorrupt: the store holds a record leasehold cannot read (a field
-	// that does not parse, an index entry without its task). The operation
-	// changed nothing.
-	ErrCorrupt = errors.New("leasehold: corrupt record in store")
+	// that does not parse, an index entry without its task) and the
+	// operation named it, or the queue's sequence does not parse. The
+	// operation changed nothing. Operations that scan a queue set such a
+	// record aside as Quarantined instead (see model.ErrCorrupt).
+	ErrCorrupt = model.ErrCorrupt
 	// ErrPermission: the store refused the client's credentials or rights
 	// (a wrong password, an access list that denies a command or a key, a
 	// read-only replica). It fails again until the store's configuration or

@@ -157,7 +157,7 @@ func (m *machine) genRead(t *rapid.T) model.Input {
 		in.After = rapid.SampledFrom([]string{"", "a", "b", "c", "cc", "e"}).Draw(t, "after")
 		in.Limit = rapid.SampledFrom([]int{1, 2, 3, model.MaxBatch}).Draw(t, "limit")
 		if rare(t, 3) {
-			in.State = rapid.SampledFrom([]model.State{0, model.Failed + 1, model.Ready}).Draw(t, "badState")
+			in.State = rapid.SampledFrom([]model.State{0, model.Quarantined + 1, model.Ready}).Draw(t, "badState")
 			in.Limit = rapid.SampledFrom([]int{0, 1, model.MaxBatch + 1}).Draw(t, "badLimit")
 		}
 	}

@@ -56,6 +56,25 @@
 // and does not stop the others. Only an empty or oversized batch, or an
 // AckBatch naming a claim of another queue, is refused as a whole.
 //
+// # Damaged records
+//
+// A store may hold a record it cannot read: a field that does not parse, an
+// index entry whose task is gone. Such a record must neither stop its queue
+// nor be decided by anyone. The model describes it through the event
+// [Queue.Damage] (the model parses no bytes) and the state [Quarantined]:
+// the operations that scan an index (Promote, Pop, ClaimExpired,
+// RecoverExpired) set a damaged record they reach aside, in the same step,
+// and go on with the sound tasks; a decision on a damaged record (a worker's
+// or broker's, InspectRequeue, an AckBatch item) is [ErrCorrupt] and changes
+// nothing; reads report it as Quarantined and write nothing. A quarantined
+// record is its own state rather than a flag of a task, because nothing of
+// it but its queue and ID can be trusted: it carries only those and the
+// reason (Task.Quarantine), has Version 0 and no token, is in no order
+// index, keeps its ID taken, and leaves only by an operator's Remove with
+// expect 0. Counts and List show it. Setting a record aside draws no
+// version. A damaged queue-wide record (the sequence) cannot be set aside:
+// every operation that needs it is ErrCorrupt until it is repaired.
+//
 // # Calls
 //
 // One call of a store is one step of this model, applied at most once: a

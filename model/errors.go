@@ -27,6 +27,13 @@ var (
 	// ErrQueueFull: Enqueue would take the queue past its capacity of pending
 	// (Scheduled, Ready and Running) tasks.
 	ErrQueueFull = errors.New("leasehold: queue full")
+	// ErrCorrupt: the store holds a record leasehold cannot read (a field
+	// that does not parse, an index entry without its task), and the
+	// operation names it: a worker's or broker's decision, InspectRequeue
+	// or a batch item on a damaged record, or a queue-wide record (the
+	// sequence) that does not parse. The operation changed nothing. Scans
+	// set damaged records aside instead (see Queue.Damage).
+	ErrCorrupt = errors.New("leasehold: corrupt record in store")
 )
 
 // TransitionError reports an operation that is not legal from a task's state.
@@ -50,7 +57,7 @@ func Kind(err error) error {
 	if err == nil {
 		return nil
 	}
-	for _, k := range []error{ErrStaleClaim, ErrNotFound, ErrInvalidTransition, ErrInvalidArgument, ErrConflict, ErrQueueFull} {
+	for _, k := range []error{ErrStaleClaim, ErrNotFound, ErrInvalidTransition, ErrInvalidArgument, ErrConflict, ErrQueueFull, ErrCorrupt} {
 		if errors.Is(err, k) {
 			return k
 		}

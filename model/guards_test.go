@@ -408,7 +408,7 @@ func TestArgumentValidation(t *testing.T) {
 	for _, l := range []struct {
 		s     model.State
 		limit int
-	}{{0, 1}, {model.Failed + 1, 1}, {model.Ready, 0}, {model.Ready, model.MaxBatch + 1}} {
+	}{{0, 1}, {model.Quarantined + 1, 1}, {model.Ready, 0}, {model.Ready, model.MaxBatch + 1}} {
 		if _, _, err := q.List(l.s, "", l.limit); !errors.Is(err, model.ErrInvalidArgument) {
 			t.Errorf("List(%v, limit %d): %v", l.s, l.limit, err)
 		}

@@ -30,6 +30,16 @@ func Invariants(q Queue) error {
 		if t.ID != id {
 			bad("task stored under %q has ID %q", id, t.ID)
 		}
+		if t.State == Quarantined {
+			counts.add(t.State, 1)
+			if _, in := q.byState[Quarantined].Get(id); !in {
+				bad("quarantined record %q not in the quarantined index", id)
+			}
+			if q.isDamaged(id) || t.Version != 0 || t.ClaimToken != 0 || t.Quarantine == "" {
+				bad("quarantined record %q: damaged %v, version %d, token %d, reason %q", id, q.isDamaged(id), t.Version, t.ClaimToken, t.Quarantine)
+			}
+			return true
+		}
 		if !t.State.Valid() {
 			bad("task %q: invalid state %d", id, t.State)
 			return true
@@ -89,13 +99,19 @@ func Invariants(q Queue) error {
 	if counts != q.counts {
 		bad("counts %+v, tasks say %+v", q.counts, counts)
 	}
-	for _, s := range States {
+	for _, s := range append(States[:len(States):len(States)], Quarantined) {
 		if q.byState[s].Len() != counts.Of(s) {
 			bad("%v index holds %d tasks, %d are %v", s, q.byState[s].Len(), counts.Of(s), s)
 		}
 	}
-	if n := q.ready.Len() + q.scheduled.Len() + q.running.Len() + q.finished.Len(); n != q.tasks.Len() {
-		bad("order indexes hold %d entries for %d tasks", n, q.tasks.Len())
+	if n := q.ready.Len() + q.scheduled.Len() + q.running.Len() + q.finished.Len(); n != q.tasks.Len()-counts.Quarantined {
+		bad("order indexes hold %d entries for %d tasks", n, q.tasks.Len()-counts.Quarantined)
 	}
+	q.damaged.Ascend("", func(id string, _ bool) bool {
+		if t, ok := q.tasks.Get(id); !ok || t.State == Quarantined {
+			bad("damaged record %q: not a task of the queue", id)
+		}
+		return true
+	})
 	return errors.Join(errs...)
 }

@@ -56,7 +56,7 @@ func (q Queue) Promote(now time.Time, limit int) (Queue, []string, error) {
 	if limit < 0 {
 		return q, nil, invalid("limit %d < 0", limit)
 	}
-	due := q.scan(q.scheduled, limit, func(t *Task) bool { return !t.RunAfter.After(now) })
+	q, due := q.scan(q.scheduled, limit, func(t *Task) bool { return !t.RunAfter.After(now) })
 	ids := make([]string, 0, len(due))
 	for _, t := range due {
 		n := *t
@@ -79,7 +79,7 @@ func (q Queue) Pop(now time.Time, lease time.Duration, n int) (Queue, []Task, er
 	if n < 1 || n > MaxBatch {
 		return q, nil, invalid("batch %d outside 1..%d", n, MaxBatch)
 	}
-	first := q.scan(q.ready, n, func(*Task) bool { return true })
+	q, first := q.scan(q.ready, n, func(*Task) bool { return true })
 	out := make([]Task, 0, len(first))
 	for _, t := range first {
 		c := *t
@@ -171,7 +171,7 @@ func (q Queue) ClaimExpired(now time.Time, claimTTL time.Duration, limit int) (Q
 	if limit < 0 {
 		return q, nil, invalid("limit %d < 0", limit)
 	}
-	expired := q.scan(q.running, limit, func(t *Task) bool { return !t.Deadline.After(now) })
+	q, expired := q.scan(q.running, limit, func(t *Task) bool { return !t.Deadline.After(now) })
 	out := make([]ReapClaim, 0, len(expired))
 	for _, t := range expired {
 		n := *t
@@ -228,7 +228,7 @@ func (q Queue) RecoverExpired(now time.Time, delay time.Duration, limit int) (Qu
 	if limit < 0 {
 		return q, nil, invalid("limit %d < 0", limit)
 	}
-	expired := q.scan(q.running, limit, func(t *Task) bool { return !t.Deadline.After(now) })
+	q, expired := q.scan(q.running, limit, func(t *Task) bool { return !t.Deadline.After(now) })
 	out := make([]Task, 0, len(expired))
 	for _, t := range expired {
 		n := *t
@@ -270,6 +270,15 @@ func (q Queue) InspectRequeue(id string, expect uint64) (Queue, Task, error) {
 //
 // Errors: ErrInvalidArgument, ErrNotFound, ErrConflict.
 func (q Queue) Remove(id string, expect uint64) (Queue, Task, error) {
+	if err := validID(id); err != nil {
+		return q, Task{}, err
+	}
+	if t, ok := q.tasks.Get(id); ok && q.isDamaged(id) {
+		if expect != 0 {
+			return q, Task{}, fmt.Errorf("%w: task %q is damaged: its version cannot be read", ErrConflict, id)
+		}
+		return q.unindex(t).forget(id), quarantined(t), nil
+	}
 	t, err := q.inspected(OpRemove, id, expect)
 	if err != nil {
 		return q, Task{}, err
@@ -308,7 +317,7 @@ func (q Queue) Prune(states []State, before time.Time, limit int) (Queue, []stri
 	})
 	ids := make([]string, 0, len(doomed))
 	for _, t := range doomed {
-		q = q.unindex(t)
+		q = q.unindex(t).forget(t.ID)
 		ids = append(ids, t.ID)
 	}
 	return q, ids, nil
@@ -329,6 +338,9 @@ func (q Queue) claimed(op Op, c Claim) (*Task, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: task %q no longer exists", ErrStaleClaim, c.TaskID)
 	}
+	if q.isDamaged(c.TaskID) {
+		return nil, damaged(c.TaskID)
+	}
 	if t.ClaimToken != c.Token {
 		return nil, fmt.Errorf("%w: token %d no longer holds task %q", ErrStaleClaim, c.Token, c.TaskID)
 	}
@@ -348,6 +360,9 @@ func (q Queue) reaped(op Op, rc ReapClaim) (*Task, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: task %q no longer exists", ErrStaleClaim, rc.TaskID)
 	}
+	if q.isDamaged(rc.TaskID) {
+		return nil, damaged(rc.TaskID)
+	}
 	if t.Version != rc.Version {
 		return nil, fmt.Errorf("%w: task %q changed since version %d", ErrStaleClaim, rc.TaskID, rc.Version)
 	}
@@ -364,6 +379,9 @@ func (q Queue) inspected(op Op, id string, expect uint64) (*Task, error) {
 	if !ok {
 		return nil, notFound(id)
 	}
+	if q.isDamaged(id) {
+		return nil, damaged(id)
+	}
 	if expect != 0 && t.Version != expect {
 		return nil, fmt.Errorf("%w: task %q is at version %d, not %d", ErrConflict, id, t.Version, expect)
 	}
@@ -373,9 +391,10 @@ func (q Queue) inspected(op Op, id string, expect uint64) (*Task, error) {
 // --- helpers -----------------------------------------------------------------
 
 // scan returns, in index order, up to limit tasks (0: no limit) from the
-// front of an order index while ok holds.
-func (q Queue) scan(index tree[string], limit int, ok func(*Task) bool) []*Task {
-	var out []*Task
+// front of an order index while ok holds. The damaged records it reaches
+// on the way are set aside in the queue it returns and not counted.
+func (q Queue) scan(index tree[string], limit int, ok func(*Task) bool) (Queue, []*Task) {
+	var out, aside []*Task
 	index.Ascend("", func(_ string, id string) bool {
 		if limit > 0 && len(out) == limit {
 			return false
@@ -384,10 +403,17 @@ func (q Queue) scan(index tree[string], limit int, ok func(*Task) bool) []*Task 
 		if !ok(t) {
 			return false
 		}
-		out = append(out, t)
+		if q.isDamaged(id) {
+			aside = append(aside, t)
+		} else {
+			out = append(out, t)
+		}
 		return true
 	})
-	return out
+	for _, t := range aside {
+		q = q.setAside(t)
+	}
+	return q, out
 }
 
 // queueAt returns the task to the queue: Scheduled if runAfter is after now,
@@ -430,3 +456,7 @@ func validID(id string) error {
 }
 
 func notFound(id string) error { return fmt.Errorf("%w: %q", ErrNotFound, id) }
+
+func damaged(id string) error {
+	return fmt.Errorf("%w: task %q does not parse", ErrCorrupt, id)
+}

@@ -2,6 +2,7 @@ package model
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/fnv"
 	"time"
 )
@@ -15,8 +16,9 @@ type Queue struct {
 	seq      uint64 // last value of the queue's sequence
 	counts   Counts
 
-	tasks   tree[*Task]            // by ID; the *Task is never mutated
-	byState [Failed + 1]tree[bool] // per state, by ID (for List)
+	tasks   tree[*Task]                 // by ID; the *Task is never mutated
+	byState [Quarantined + 1]tree[bool] // per state, by ID (for List)
+	damaged tree[bool]                  // IDs of damaged records not yet set aside (see Damage)
 
 	// Order indexes: key -> task ID.
 	ready     tree[string] // (priority desc, Version asc): Pop order
@@ -56,13 +58,19 @@ func (q Queue) Get(id string) (Task, error) {
 	if !ok {
 		return Task{}, notFound(id)
 	}
+	if q.isDamaged(id) {
+		return quarantined(t), nil
+	}
 	return *t, nil
 }
 
 // List returns up to limit tasks in state s with an ID greater than after, in
 // ID order, and the cursor for the next page ("" when there is none).
+//
+// List only reads: it passes over a damaged record (see Damage) that is
+// still listed under its former state.
 func (q Queue) List(s State, after string, limit int) ([]Task, string, error) {
-	if !s.Valid() {
+	if !s.Listable() {
 		return nil, "", invalid("list: state %d", uint8(s))
 	}
 	if limit < 1 || limit > MaxBatch {
@@ -71,7 +79,7 @@ func (q Queue) List(s State, after string, limit int) ([]Task, string, error) {
 	var out []Task
 	next := ""
 	q.byState[s].Ascend(after, func(id string, _ bool) bool {
-		if id == after {
+		if id == after || q.isDamaged(id) {
 			return true
 		}
 		if len(out) == limit {
@@ -98,13 +106,14 @@ func (q Queue) Tasks() []Task {
 // Equal reports whether two queues hold the same tasks with the same fields
 // and the same sequence.
 func (q Queue) Equal(r Queue) bool {
-	if q.name != r.name || q.capacity != r.capacity || q.seq != r.seq || q.counts != r.counts || q.tasks.Len() != r.tasks.Len() {
+	if q.name != r.name || q.capacity != r.capacity || q.seq != r.seq || q.counts != r.counts ||
+		q.tasks.Len() != r.tasks.Len() || q.damaged.Len() != r.damaged.Len() {
 		return false
 	}
 	equal := true
 	q.tasks.Ascend("", func(id string, t *Task) bool {
 		u, ok := r.tasks.Get(id)
-		equal = ok && (t == u || t.Equal(*u))
+		equal = ok && (t == u || t.Equal(*u)) && q.isDamaged(id) == r.isDamaged(id)
 		return equal
 	})
 	return equal
@@ -124,6 +133,9 @@ func (q Queue) Hash() uint64 {
 		h.Write([]byte(id))
 		word(uint64(t.State))
 		word(t.Version)
+		if q.isDamaged(id) {
+			word(1)
+		}
 		return true
 	})
 	return h.Sum64()
@@ -193,4 +205,88 @@ func (q Queue) replace(old *Task, next Task) Queue {
 func (q Queue) stamp() (Queue, uint64) {
 	q.seq++
 	return q, q.seq
+}
+
+// --- damaged records ---------------------------------------------------------
+
+// DamagedReason is the Quarantine text of a record the model set aside. A
+// store says what it could not read instead; the conformance suite compares
+// only that the text is not empty.
+const DamagedReason = "damaged"
+
+// Damage is the event "the store's record of task id was damaged": not an
+// operation of a store, but what a fault (a disk, an operator's stray write)
+// does to it, applied by the tests to say what every later operation must
+// answer. The record keeps its place in the indexes of its state (the
+// damage hooks of the tests damage only what does not decide it), and from
+// then on:
+//
+//   - An operation that scans an index (Promote, Pop, ClaimExpired,
+//     RecoverExpired) and reaches the record, in its order and within its
+//     condition (due, expired), sets it aside as Quarantined in the same
+//     step and goes on with the tasks after it; the record does not count
+//     against the limit, and no version is drawn for it. Prune deletes it
+//     as it deletes a sound task.
+//   - A worker's op, a broker's decision, InspectRequeue, and an AckBatch
+//     item that name the record are ErrCorrupt and change nothing: nobody
+//     decides a task the store cannot read, and a worker never sees its
+//     ack accepted. Enqueue of its ID is ErrConflict.
+//   - Remove with expect 0 deletes it and returns it as Quarantined; with
+//     any other expect it is ErrConflict (its version cannot be read).
+//   - Reads do not write: Get returns it as Quarantined, List passes over
+//     it, and Counts counts it in its former state until it is set aside.
+//
+// A quarantined record never runs and never blocks: no index reaches it;
+// a worker's or broker's claim on it is ErrStaleClaim (it holds no token
+// and has Version 0); InspectRequeue is ErrInvalidTransition; Remove (expect
+// 0) is its only transition, and Enqueue of its ID is ErrConflict until
+// then.
+//
+// Errors: ErrInvalidArgument, ErrNotFound, and ErrInvalidTransition for a
+// record already damaged or quarantined.
+func (q Queue) Damage(id string) (Queue, error) {
+	if err := validID(id); err != nil {
+		return q, err
+	}
+	t, ok := q.tasks.Get(id)
+	if !ok {
+		return q, notFound(id)
+	}
+	if t.State == Quarantined || q.isDamaged(id) {
+		return q, fmt.Errorf("%w: task %q is already damaged", ErrInvalidTransition, id)
+	}
+	q.damaged = q.damaged.Put(id, true)
+	return q, nil
+}
+
+// Damaged reports whether the record of id is damaged and not yet set
+// aside.
+func (q Queue) Damaged(id string) bool { return q.isDamaged(id) }
+
+func (q Queue) isDamaged(id string) bool {
+	if q.damaged.Len() == 0 {
+		return false
+	}
+	_, ok := q.damaged.Get(id)
+	return ok
+}
+
+// quarantined is the record of t as a store reports it once set aside.
+func quarantined(t *Task) Task {
+	return Task{Queue: t.Queue, ID: t.ID, State: Quarantined, Quarantine: DamagedReason}
+}
+
+// setAside moves the damaged record t out of every index into Quarantined.
+func (q Queue) setAside(t *Task) Queue {
+	q.damaged = q.damaged.Delete(t.ID)
+	n := quarantined(t)
+	return q.unindex(t).index(&n)
+}
+
+// forget drops id from the damaged set (the record was deleted).
+func (q Queue) forget(id string) Queue {
+	if q.isDamaged(id) {
+		q.damaged = q.damaged.Delete(id)
+	}
+	return q
 }

@@ -21,30 +21,42 @@ const (
 	// Failed tasks were failed by their worker or finalized by a broker.
 	// Terminal: only an operator moves them (InspectRequeue, Remove, Prune).
 	Failed
+	// Quarantined records were set aside because the store could not read
+	// them (see "Damaged records" in the package documentation). They are
+	// not tasks of a life cycle: they never run, no index reaches them, and
+	// the only transition out is an operator's Remove. Quarantined is not
+	// in States and not Valid; List and Counts accept it.
+	Quarantined
 )
 
-// States lists every state in order.
+// States lists every state of a task's life in order (Quarantined is not
+// one of them).
 var States = []State{Scheduled, Ready, Running, Succeeded, Failed}
 
-var stateNames = [...]string{"", "scheduled", "ready", "running", "succeeded", "failed"}
+var stateNames = [...]string{"", "scheduled", "ready", "running", "succeeded", "failed", "quarantined"}
 
 // String returns the lower-case name of the state.
 func (s State) String() string {
-	if s.Valid() {
+	if s.Listable() {
 		return stateNames[s]
 	}
 	return fmt.Sprintf("state(%d)", uint8(s))
 }
 
-// Valid reports whether s is one of the five states.
+// Valid reports whether s is one of the five states of a task's life.
 func (s State) Valid() bool { return s >= Scheduled && s <= Failed }
+
+// Listable reports whether s is a state List accepts: one of the five, or
+// Quarantined.
+func (s State) Listable() bool { return s.Valid() || s == Quarantined }
 
 // Terminal reports whether s is Succeeded or Failed.
 func (s State) Terminal() bool { return s == Succeeded || s == Failed }
 
-// ParseState returns the state named by name (as printed by String).
+// ParseState returns the state named by name (as printed by String),
+// Quarantined included.
 func ParseState(name string) (State, error) {
-	for _, s := range States {
+	for _, s := range append(States[:len(States):len(States)], Quarantined) {
 		if s.String() == name {
 			return s, nil
 		}
@@ -54,7 +66,7 @@ func ParseState(name string) (State, error) {
 
 // MarshalText encodes the state as its name.
 func (s State) MarshalText() ([]byte, error) {
-	if !s.Valid() {
+	if !s.Listable() {
 		return nil, fmt.Errorf("%w: state %d", ErrInvalidArgument, uint8(s))
 	}
 	return []byte(s.String()), nil
@@ -131,9 +143,11 @@ func (o *Op) UnmarshalText(b []byte) error {
 	return fmt.Errorf("%w: unknown op %q", ErrInvalidArgument, b)
 }
 
-// Counts is the number of tasks in each state.
+// Counts is the number of tasks in each state, and of records set aside
+// (Quarantined).
 type Counts struct {
 	Scheduled, Ready, Running, Succeeded, Failed int
+	Quarantined                                  int
 }
 
 // Of returns the count for state s.
@@ -149,12 +163,17 @@ func (c Counts) Of(s State) int {
 		return c.Succeeded
 	case Failed:
 		return c.Failed
+	case Quarantined:
+		return c.Quarantined
 	}
 	return 0
 }
 
-// Total returns the number of tasks in all states.
-func (c Counts) Total() int { return c.Scheduled + c.Ready + c.Running + c.Succeeded + c.Failed }
+// Total returns the number of tasks in all states, quarantined records
+// included.
+func (c Counts) Total() int {
+	return c.Scheduled + c.Ready + c.Running + c.Succeeded + c.Failed + c.Quarantined
+}
 
 // Pending returns the number of tasks not yet terminal.
 func (c Counts) Pending() int { return c.Scheduled + c.Ready + c.Running }
@@ -171,5 +190,7 @@ func (c *Counts) add(s State, d int) {
 		c.Succeeded += d
 	case Failed:
 		c.Failed += d
+	case Quarantined:
+		c.Quarantined += d
 	}
 }

@@ -121,6 +121,7 @@ var transitions = []Transition{
 	{OpRemove, Inspector, Running, nil, true, GuardExpectedVersion, ErrConflict, removeEffect},
 	{OpRemove, Inspector, Succeeded, nil, true, GuardExpectedVersion, ErrConflict, removeEffect},
 	{OpRemove, Inspector, Failed, nil, true, GuardExpectedVersion, ErrConflict, removeEffect},
+	{OpRemove, Inspector, Quarantined, nil, true, GuardExpectedVersion, ErrConflict, removeEffect + "; a quarantined record has Version 0"},
 	{OpPrune, Inspector, Succeeded, nil, true, GuardFinishedBefore, nil, pruneEffect},
 	{OpPrune, Inspector, Failed, nil, true, GuardFinishedBefore, nil, pruneEffect},
 }
@@ -145,7 +146,7 @@ func Transitions() []Transition {
 }
 
 // legalFrom[op][state] is derived from the table once.
-var legalFrom = func() (m [OpCounts + 1][Failed + 1]bool) {
+var legalFrom = func() (m [OpCounts + 1][Quarantined + 1]bool) {
 	for _, t := range transitions {
 		m[t.Op][t.From] = true
 	}
@@ -153,7 +154,7 @@ var legalFrom = func() (m [OpCounts + 1][Failed + 1]bool) {
 }()
 
 // legal reports whether the table has a row for op from state s.
-func legal(op Op, s State) bool { return legalFrom[op][s] }
+func legal(op Op, s State) bool { return s <= Quarantined && legalFrom[op][s] }
 
 // checkFrom returns a *TransitionError unless op is legal from t's state.
 func checkFrom(op Op, t *Task) error {

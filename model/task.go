@@ -44,6 +44,9 @@ type Task struct {
 	FinishedAt  time.Time // set on entering Succeeded or Failed
 	Errors      []TaskError
 	Result      []byte // set by Ack
+	// Quarantine says why the store set the record aside; set only in
+	// state Quarantined, whose records carry nothing else but Queue and ID.
+	Quarantine string
 }
 
 // TaskError is one entry in a task's error history.
@@ -106,7 +109,7 @@ func (t Task) Equal(u Task) bool {
 		t.MaxAttempts == u.MaxAttempts && t.Version == u.Version && t.ClaimToken == u.ClaimToken &&
 		t.EnqueuedAt.Equal(u.EnqueuedAt) && t.RunAfter.Equal(u.RunAfter) &&
 		t.ClaimedAt.Equal(u.ClaimedAt) && t.Deadline.Equal(u.Deadline) &&
-		t.FinishedAt.Equal(u.FinishedAt) && bytes.Equal(t.Result, u.Result) &&
+		t.FinishedAt.Equal(u.FinishedAt) && bytes.Equal(t.Result, u.Result) && t.Quarantine == u.Quarantine &&
 		slices.EqualFunc(t.Errors, u.Errors, func(a, b TaskError) bool {
 			return a.Attempt == b.Attempt && a.At.Equal(b.At) && a.Message == b.Message && a.LeaseExpired == b.LeaseExpired
 		})

@@ -127,7 +127,7 @@ func TestNamesRoundTrip(t *testing.T) {
 			t.Errorf("%v.Terminal() = %v", s, s.Terminal())
 		}
 	}
-	for _, bad := range []model.State{0, model.Failed + 1} {
+	for _, bad := range []model.State{0, model.Quarantined + 1} {
 		if bad.Valid() {
 			t.Errorf("state %d is valid", bad)
 		}

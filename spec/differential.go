@@ -616,7 +616,7 @@ func (d *diffRun) list(ctx context.Context) (string, error) {
 		Limit: pick(d, "list limit", 1, 2, 3),
 	}
 	if d.rare("invalid list?") {
-		p.State = pick(d, "invalid state", 0, model.Failed+1)
+		p.State = pick(d, "invalid state", 0, model.Quarantined+1)
 	}
 	_, err := d.s.List(ctx, p)
 	return fmt.Sprintf("List(%s %v after=%q limit=%d)", p.Queue, p.State, p.After, p.Limit), err

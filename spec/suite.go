@@ -665,7 +665,7 @@ var suite = []suiteCase{
 		e.enqueue("t1")
 		for _, p := range []core.ListParams{
 			{Queue: e.q, State: 0, Limit: 1},
-			{Queue: e.q, State: core.Failed + 1, Limit: 1},
+			{Queue: e.q, State: core.Quarantined + 1, Limit: 1},
 			{Queue: e.q, State: core.Ready, Limit: 0},
 			{Queue: e.q, State: core.Ready, Limit: -1},
 			{Queue: e.q, State: core.Ready, Limit: model.MaxBatch + 1},

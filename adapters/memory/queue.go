@@ -168,7 +168,7 @@ func (q *queue) close() {
 
 // legal[op][state] holds when the model's transition table has a row for op
 // from state; it is derived from the table, so it cannot disagree with it.
-var legal = func() (m [model.OpCounts + 1][model.Failed + 1]bool) {
+var legal = func() (m [model.OpCounts + 1][model.Quarantined + 1]bool) {
 	for _, t := range model.Transitions() {
 		m[t.Op][t.From] = true
 	}
@@ -557,11 +557,15 @@ func (q *queue) get(id string) (model.Task, error) {
 }
 
 func (q *queue) list(s model.State, after string, limit int) ([]model.Task, string, error) {
-	if !s.Valid() {
+	if !s.Listable() {
 		return nil, "", invalid("list: state %d", uint8(s))
 	}
 	if limit < 1 || limit > model.MaxBatch {
 		return nil, "", invalid("list: limit %d outside 1..%d", limit, model.MaxBatch)
+	}
+	if s == model.Quarantined {
+		// Records held as Go values cannot be damaged: none is ever set aside.
+		return nil, "", nil
 	}
 	var out []model.Task
 	next := ""
