@@ -167,6 +167,11 @@ func (t tx) probe(queue, id string) (state model.State, token, version uint64, f
 	if err != nil {
 		return 0, 0, 0, false, err
 	}
+	if !validState(raw[0]) {
+		// Set aside, or a state that is none: a record without a version
+		// or token anyone may name.
+		return model.Quarantined, 0, 0, true, nil
+	}
 	d := decoder{raw: raw[:]}
 	state = model.State(d.int(0, "state", int64(model.Scheduled), int64(model.Failed)))
 	token = uint64(d.int(1, "claim_token", 0, math.MaxInt64))
@@ -267,37 +272,21 @@ func (s *Store) Promote(ctx context.Context, p core.PromoteParams) (core.IDsResu
 	}
 	var ids []string
 	now, err := s.write(ctx, p.Queue, validate, func(t tx, now time.Time) error {
-		rows, err := t.query(sqlPromote, p.Queue, now.UnixMicro(), limitArg(p.Limit))
-		if err != nil {
-			return t.stamped(p.Queue, err)
+		if err := t.setAsideBadTimes(p.Queue, sqlDamagedRunAfter, "scheduled with a run-after time that is not a time"); err != nil {
+			return err
 		}
-		type promoted struct {
-			id      string
-			version int64
-		}
-		var got []promoted
-		for rows.Next() {
-			var r promoted
-			if err := rows.Scan(&r.id, &r.version); err != nil {
-				rows.Close()
-				return corrupt("promote: %v", err)
+		return t.settingAside(func() error {
+			tasks, err := scanTasks(t.query(sqlPromote, p.Queue, now.UnixMicro(), limitArg(p.Limit)))
+			if err != nil {
+				return t.stamped(p.Queue, err)
 			}
-			got = append(got, r)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return t.stamped(p.Queue, err)
-		}
-		slices.SortFunc(got, func(a, b promoted) int { return int(a.version - b.version) })
-		ids = make([]string, len(got))
-		for i, r := range got {
-			ids[i] = r.id
-		}
-		last := uint64(0)
-		if len(got) > 0 {
-			last = uint64(got[len(got)-1].version)
-		}
-		return t.advanceTo(p.Queue, len(got), last)
+			byVersion(tasks)
+			ids = make([]string, len(tasks))
+			for i, task := range tasks {
+				ids[i] = task.ID
+			}
+			return t.advanceTo(p.Queue, len(tasks), lastVersion(tasks))
+		})
 	})
 	if err != nil {
 		return core.IDsResult{}, err
@@ -319,17 +308,19 @@ func (s *Store) Pop(ctx context.Context, p core.PopParams) (core.TasksResult, er
 		return nil
 	}
 	var tasks []model.Task
-	now, err := s.write(ctx, p.Queue, validate, func(t tx, now time.Time) (err error) {
+	now, err := s.write(ctx, p.Queue, validate, func(t tx, now time.Time) error {
 		deadline := ceil(now.Add(p.Lease))
-		if s.popMode == PopSelectUpdate {
-			tasks, err = t.popSelectUpdate(p.Queue, p.N, now, deadline)
-		} else {
-			tasks, err = t.popReturning(p.Queue, p.N, now, deadline)
-		}
-		if err != nil {
-			return t.stamped(p.Queue, err)
-		}
-		return t.advanceTo(p.Queue, len(tasks), lastVersion(tasks))
+		return t.settingAside(func() (err error) {
+			if s.popMode == PopSelectUpdate {
+				tasks, err = t.popSelectUpdate(p.Queue, p.N, now, deadline)
+			} else {
+				tasks, err = t.popReturning(p.Queue, p.N, now, deadline)
+			}
+			if err != nil {
+				return t.stamped(p.Queue, err)
+			}
+			return t.advanceTo(p.Queue, len(tasks), lastVersion(tasks))
+		})
 	})
 	if err != nil {
 		return core.TasksResult{}, err
@@ -518,16 +509,18 @@ func (s *Store) ClaimExpired(ctx context.Context, p core.ClaimExpiredParams) (co
 			return err
 		}
 		deadline := ceil(now.Add(p.ClaimTTL))
-		tasks, err := scanTasks(t.query(sqlClaimExpired, p.Queue, now.UnixMicro(), limitArg(p.Limit), micros(deadline)))
-		if err != nil {
-			return t.stamped(p.Queue, err)
-		}
-		byVersion(tasks)
-		claims = make([]model.ReapClaim, len(tasks))
-		for i, task := range tasks {
-			claims[i] = model.ReapClaim{Queue: task.Queue, TaskID: task.ID, Version: task.Version, Deadline: task.Deadline, Task: task}
-		}
-		return t.advanceTo(p.Queue, len(tasks), lastVersion(tasks))
+		return t.settingAside(func() error {
+			tasks, err := scanTasks(t.query(sqlClaimExpired, p.Queue, now.UnixMicro(), limitArg(p.Limit), micros(deadline)))
+			if err != nil {
+				return t.stamped(p.Queue, err)
+			}
+			byVersion(tasks)
+			claims = make([]model.ReapClaim, len(tasks))
+			for i, task := range tasks {
+				claims[i] = model.ReapClaim{Queue: task.Queue, TaskID: task.ID, Version: task.Version, Deadline: task.Deadline, Task: task}
+			}
+			return t.advanceTo(p.Queue, len(tasks), lastVersion(tasks))
+		})
 	})
 	if err != nil {
 		return core.ReapResult{}, err
@@ -535,17 +528,71 @@ func (s *Store) ClaimExpired(ctx context.Context, p core.ClaimExpiredParams) (co
 	return core.ReapResult{Now: now, Claims: claims}, nil
 }
 
-// soundDeadlines fails with ErrCorrupt if a Running task of the queue has a
-// deadline that is not a time, which the expiry scans would skip forever.
+// soundDeadlines sets aside every Running task of the queue whose deadline
+// is not a time, which the expiry scans would otherwise skip forever.
 func (t tx) soundDeadlines(queue string) error {
-	var id string
-	switch err := t.queryRow(sqlDamagedDeadline, queue).Scan(&id); {
-	case err == nil:
-		return corrupt("task %q in queue %q: running with a deadline that is not a time", id, queue)
-	case !errors.Is(err, sql.ErrNoRows):
+	return t.setAsideBadTimes(queue, sqlDamagedDeadline, "running with a deadline that is not a time")
+}
+
+// setAsideBadTimes sets aside, one by one, the tasks query finds (see
+// damagedTime), with why as the reason.
+func (t tx) setAsideBadTimes(queue, query, why string) error {
+	for {
+		var id string
+		switch err := t.queryRow(query, queue).Scan(&id); {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil
+		case err != nil:
+			return err
+		}
+		if err := t.setAside(&damagedError{queue: queue, id: id, reason: why}); err != nil {
+			return err
+		}
+	}
+}
+
+// setAside moves a damaged record into Quarantined, out of every order
+// index, with the reason it does not parse. No version is drawn.
+func (t tx) setAside(d *damagedError) error {
+	res, err := t.exec(sqlSetAside, d.queue, d.id, d.reason)
+	if err != nil {
 		return err
 	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("leasehold/sqlite: setting aside task %q: %d rows, %v", d.id, n, err)
+	}
 	return nil
+}
+
+// settingAside runs a scan's step in a savepoint of its own. When the step
+// meets a damaged record, everything the step did is rolled back, the
+// record is set aside, and the step runs again: the operation takes effect
+// once, without the damaged records its scan reached, as the model's scans
+// do.
+func (t tx) settingAside(step func() error) error {
+	for {
+		if _, err := t.exec(`SAVEPOINT scan`); err != nil {
+			return err
+		}
+		err := step()
+		var d *damagedError
+		if !errors.As(err, &d) {
+			if err != nil {
+				return err // the operation's savepoint rolls back the rest
+			}
+			_, err = t.exec(`RELEASE scan`)
+			return err
+		}
+		if _, err := t.exec(`ROLLBACK TO scan`); err != nil {
+			return err
+		}
+		if _, err := t.exec(`RELEASE scan`); err != nil {
+			return err
+		}
+		if err := t.setAside(d); err != nil {
+			return err
+		}
+	}
 }
 
 // brokerOp runs a broker's decision: q is an UPDATE guarded by task ID,
@@ -635,16 +682,18 @@ func (s *Store) RecoverExpired(ctx context.Context, p core.RecoverExpiredParams)
 			return err
 		}
 		runAfter := ceil(now.Add(p.Delay))
-		tasks, err = scanTasks(t.query(sqlRecoverExpired, p.Queue, now.UnixMicro(), limitArg(p.Limit),
-			int64(queuedState(now, runAfter)), micros(runAfter)))
-		if err != nil {
-			return t.stamped(p.Queue, err)
-		}
-		byVersion(tasks)
-		if tasks == nil {
-			tasks = []model.Task{}
-		}
-		return t.advanceTo(p.Queue, len(tasks), lastVersion(tasks))
+		return t.settingAside(func() (err error) {
+			tasks, err = scanTasks(t.query(sqlRecoverExpired, p.Queue, now.UnixMicro(), limitArg(p.Limit),
+				int64(queuedState(now, runAfter)), micros(runAfter)))
+			if err != nil {
+				return t.stamped(p.Queue, err)
+			}
+			byVersion(tasks)
+			if tasks == nil {
+				tasks = []model.Task{}
+			}
+			return t.advanceTo(p.Queue, len(tasks), lastVersion(tasks))
+		})
 	})
 	if err != nil {
 		return core.TasksResult{}, err
@@ -668,8 +717,16 @@ func (s *Store) inspectorOp(ctx context.Context, op model.Op, p core.InspectPara
 			args = withVersion(args, v)
 		}
 		got, found, err := t.oneTask(q, args...)
+		var d *damagedError
+		if op == model.OpRemove && errors.As(err, &d) {
+			// A damaged record is deleted and reported as set aside.
+			got, found, err = quarantinedTask(p.Queue, p.ID, stateQuarantined, d.reason), true, nil
+		}
 		if err != nil {
 			return err
+		}
+		if found && got.State == model.Quarantined && p.Expect != 0 {
+			return fmt.Errorf("%w: task %q is quarantined: it has no version to expect", core.ErrConflict, p.ID)
 		}
 		if !found {
 			state, _, version, found, err := t.probe(p.Queue, p.ID)
@@ -724,6 +781,11 @@ func (s *Store) Prune(ctx context.Context, p core.PruneParams) (core.IDsResult, 
 	}
 	var ids []string
 	now, err := s.write(ctx, p.Queue, validate, func(t tx, now time.Time) error {
+		for _, q := range sqlDamagedFinished {
+			if err := t.setAsideBadTimes(p.Queue, q, "finished with a finish time that is not a time"); err != nil {
+				return err
+			}
+		}
 		rows, err := t.query(sqlPrune, p.Queue, ceil(p.Before).UnixMicro(), succeeded, failed, limitArg(p.Limit))
 		if err != nil {
 			return err
@@ -771,6 +833,12 @@ func (s *Store) Get(ctx context.Context, p core.GetParams) (core.Task, error) {
 	var task model.Task
 	err := s.read(ctx, p.Queue, func() error { return model.ValidateID(p.ID) }, sqlGet, func(st *sql.Stmt) error {
 		ts, err := scanTasks(st.QueryContext(ctx, p.Queue, p.ID))
+		var d *damagedError
+		if errors.As(err, &d) {
+			// Reads write nothing: a damaged record is reported as it will
+			// be once a scan sets it aside.
+			ts, err = []model.Task{quarantinedTask(p.Queue, p.ID, stateQuarantined, d.reason)}, nil
+		}
 		if err != nil {
 			return err
 		}
@@ -786,7 +854,7 @@ func (s *Store) Get(ctx context.Context, p core.GetParams) (core.Task, error) {
 // List implements core.Store.
 func (s *Store) List(ctx context.Context, p core.ListParams) (core.ListResult, error) {
 	validate := func() error {
-		if !p.State.Valid() {
+		if !p.State.Listable() {
 			return invalid("list: state %d", uint8(p.State))
 		}
 		if p.Limit < 1 || p.Limit > model.MaxBatch {
@@ -796,7 +864,7 @@ func (s *Store) List(ctx context.Context, p core.ListParams) (core.ListResult, e
 	}
 	var res core.ListResult
 	err := s.read(ctx, p.Queue, validate, sqlList[p.State], func(st *sql.Stmt) error {
-		ts, err := scanTasks(st.QueryContext(ctx, p.Queue, p.After, p.Limit+1))
+		ts, err := listSound(p.Limit + 1)(st.QueryContext(ctx, p.Queue, p.After, -1))
 		if err != nil {
 			return err
 		}
@@ -823,13 +891,14 @@ func (s *Store) Counts(ctx context.Context, p core.CountsParams) (core.Counts, e
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var st, n int64
+			var st any
+			var n int64
 			if err := rows.Scan(&st, &n); err != nil {
 				return corrupt("counts: %v", err)
 			}
-			state := model.State(st)
-			if !state.Valid() || st != int64(state) {
-				return corrupt("queue %q: tasks in state %d", p.Queue, st)
+			state := model.Quarantined // set aside, or a state that is none
+			if validState(st) {
+				state = model.State(st.(int64))
 			}
 			switch state {
 			case model.Scheduled:
@@ -842,6 +911,8 @@ func (s *Store) Counts(ctx context.Context, p core.CountsParams) (core.Counts, e
 				c.Succeeded = int(n)
 			case model.Failed:
 				c.Failed = int(n)
+			case model.Quarantined:
+				c.Quarantined += int(n)
 			}
 		}
 		return rows.Err()
@@ -881,4 +952,29 @@ func (s *Store) Queues(ctx context.Context) ([]string, error) {
 		return rows.Err()
 	})
 	return names, err
+}
+
+// listSound reads up to n tasks of a List page from rows, in order, passing
+// over the damaged ones (reads write nothing; a scan sets them aside), and
+// closes rows.
+func listSound(n int) func(*sql.Rows, error) ([]model.Task, error) {
+	return func(rows *sql.Rows, err error) ([]model.Task, error) {
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var out []model.Task
+		for len(out) < n && rows.Next() {
+			t, err := scanTask(rows)
+			var d *damagedError
+			if errors.As(err, &d) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, t)
+		}
+		return out, rows.Err()
+	}
 }

@@ -9,16 +9,20 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/leasehold/leasehold/core"
 	"github.com/leasehold/leasehold/model"
 )
 
 // taskColumns are the columns of a task row in the order decodeTask reads
 // them. qualifiedColumns are the same, named through the table, for
 // statements that join it with something else.
+// storedColumns are those a task written from Go fills (insertTaskSQL);
+// the last column, quarantine, is set only when a record is set aside.
 const (
-	taskColumns      = `queue, id, payload, priority, state, attempt, max_attempts, version, claim_token, enqueued_at, run_after, claimed_at, deadline, finished_at, errors, result`
-	qualifiedColumns = `tasks.queue, tasks.id, tasks.payload, tasks.priority, tasks.state, tasks.attempt, tasks.max_attempts, tasks.version, tasks.claim_token, tasks.enqueued_at, tasks.run_after, tasks.claimed_at, tasks.deadline, tasks.finished_at, tasks.errors, tasks.result`
-	numColumns       = 16
+	storedColumns    = `queue, id, payload, priority, state, attempt, max_attempts, version, claim_token, enqueued_at, run_after, claimed_at, deadline, finished_at, errors, result`
+	taskColumns      = storedColumns + `, quarantine`
+	qualifiedColumns = `tasks.queue, tasks.id, tasks.payload, tasks.priority, tasks.state, tasks.attempt, tasks.max_attempts, tasks.version, tasks.claim_token, tasks.enqueued_at, tasks.run_after, tasks.claimed_at, tasks.deadline, tasks.finished_at, tasks.errors, tasks.result, tasks.quarantine`
+	numColumns       = 17
 )
 
 // errorEntry is one element of the JSON array in the errors column.
@@ -97,6 +101,9 @@ func decodeTask(raw [numColumns]any) (model.Task, error) {
 	d := decoder{raw: raw[:]}
 	t.Queue = d.text(0, "queue")
 	t.ID = d.text(1, "id")
+	if d.err == nil && !validState(raw[4]) {
+		return quarantinedTask(t.Queue, t.ID, raw[4], raw[16]), nil
+	}
 	t.Payload = d.bytes(2, "payload")
 	t.Priority = d.int(3, "priority", model.MinPriority, model.MaxPriority)
 	t.State = model.State(d.int(4, "state", int64(model.Scheduled), int64(model.Failed)))
@@ -112,13 +119,54 @@ func decodeTask(raw [numColumns]any) (model.Task, error) {
 	t.Errors = d.errors(14, "errors")
 	t.Result = d.bytes(15, "result")
 	if d.err != nil {
+		if t.ID != "" && t.Queue != "" {
+			return model.Task{}, &damagedError{queue: t.Queue, id: t.ID, reason: d.err.Error()}
+		}
 		return model.Task{}, corrupt("task %q in queue %q: %v", t.ID, t.Queue, d.err)
 	}
 	if why := unsound(t); why != "" {
-		return model.Task{}, corrupt("task %q in queue %q (%v): %s", t.ID, t.Queue, t.State, why)
+		return model.Task{}, &damagedError{queue: t.Queue, id: t.ID, reason: fmt.Sprintf("%v task: %s", t.State, why)}
 	}
 	return t, nil
 }
+
+// stateQuarantined is the state column of a record set aside.
+const stateQuarantined = int64(model.Quarantined)
+
+// validState reports whether a state column holds one of the five states
+// of a task's life; a record set aside (6) or one whose state is anything
+// else is reported as Quarantined.
+func validState(v any) bool {
+	n, ok := v.(int64)
+	return ok && n >= int64(model.Scheduled) && n <= int64(model.Failed)
+}
+
+// quarantinedTask is a record set aside as the store reports it: its queue,
+// ID and why. reason is the quarantine column (nil when the state column
+// itself is what does not parse).
+func quarantinedTask(queue, id string, state, reason any) model.Task {
+	why, _ := reason.(string)
+	if b, ok := reason.([]byte); ok {
+		why = string(b)
+	}
+	if n, ok := state.(int64); !ok || n != stateQuarantined || why == "" {
+		why = fmt.Sprintf("column state (%T %v): not a state", state, abbreviate(state))
+	}
+	return model.Task{Queue: queue, ID: id, State: model.Quarantined, Quarantine: why}
+}
+
+// damagedError is the error of a task row that does not decode, naming it,
+// so that an operation that scans can set it aside. It wraps
+// core.ErrCorrupt.
+type damagedError struct {
+	queue, id, reason string
+}
+
+func (e *damagedError) Error() string {
+	return fmt.Sprintf("%v: task %q in queue %q: %s", core.ErrCorrupt, e.id, e.queue, e.reason)
+}
+
+func (e *damagedError) Unwrap() error { return core.ErrCorrupt }
 
 // unsound checks that the fields of a decoded task agree with its state, as
 // the model's invariants require of every task (a Running task holds a

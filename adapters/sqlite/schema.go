@@ -18,7 +18,7 @@ const applicationID = 0x4C534844
 // SchemaVersion is the schema this package writes, kept in PRAGMA
 // user_version. Open migrates older leasehold databases forward and refuses
 // newer ones.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // migrations[i] brings a database from schema version i to i+1.
 var migrations = []string{
@@ -62,6 +62,8 @@ CREATE INDEX tasks_failed    ON tasks (queue, finished_at, id) WHERE state = 5;
 -- List and Counts: the tasks of each state by ID.
 CREATE INDEX tasks_state     ON tasks (queue, state, id);
 `,
+	// 1 -> 2: the reason a record was set aside (state 6, quarantined).
+	`ALTER TABLE tasks ADD COLUMN quarantine TEXT;`,
 }
 
 // The LiteQueue table Open recognizes: one table named Queue with these
@@ -379,7 +381,7 @@ func legacyTime(v any) (t time.Time, ok bool, err error) {
 }
 
 // insertTaskSQL writes a whole task; taskArgs gives its arguments.
-const insertTaskSQL = `INSERT INTO tasks (` + taskColumns + `)
+const insertTaskSQL = `INSERT INTO tasks (` + storedColumns + `)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)`
 
 func taskArgs(t model.Task) []any {

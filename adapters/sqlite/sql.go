@@ -83,7 +83,7 @@ ON CONFLICT (name) DO UPDATE SET seq = seq + ?2 WHERE typeof(seq) = 'integer' RE
 ), picked AS MATERIALIZED (SELECT rid, row_number() OVER (ORDER BY run_after, id) AS rank FROM due)
 UPDATE tasks SET state = %[2]d, version = %[3]s + picked.rank
 FROM picked WHERE tasks.rowid = picked.rid AND tasks.queue = ?1 AND tasks.state IN (%[4]s)
-RETURNING tasks.id, tasks.version`, model.Scheduled, model.Ready, seqBase, from(model.OpPromote))
+RETURNING %[5]s`, model.Scheduled, model.Ready, seqBase, from(model.OpPromote), qualifiedColumns)
 
 	// ?1 queue, ?2 n, ?3 now, ?4 deadline
 	sqlPopReturning = fmt.Sprintf(`WITH first AS (
@@ -119,12 +119,17 @@ WHERE queue = ?1 AND id = ?2 AND state IN (%s) AND version = ?6`, model.Running,
   claim_token = 0, claimed_at = NULL, deadline = NULL, finished_at = NULL `+workerGuard,
 		newVersion, appendError("?4", "?5", "?8", "false"), from(model.OpRetry))
 
-	// ?1 queue. A Running task whose deadline is not an integer (NULL, text
-	// or a blob, which sort before and after every number) would never be
-	// found expired: ClaimExpired and RecoverExpired look for one first,
-	// at both ends of the index, and fail with ErrCorrupt.
-	sqlDamagedDeadline = fmt.Sprintf(`SELECT id FROM (SELECT id FROM tasks WHERE queue = ?1 AND state = %[1]d AND deadline IS NULL LIMIT 1)
-UNION ALL SELECT id FROM (SELECT id FROM tasks WHERE queue = ?1 AND state = %[1]d AND deadline >= '' LIMIT 1)`, model.Running)
+	// ?1 queue. A task whose time in its order index is not an integer
+	// (NULL, text or a blob, which sort before and after every number)
+	// would never be found due, expired or old enough: the scans look for
+	// one first, at both ends of the index, and set it aside.
+	sqlDamagedDeadline = damagedTime(model.Running, "deadline")
+	sqlDamagedRunAfter = damagedTime(model.Scheduled, "run_after")
+	sqlDamagedFinished = [...]string{damagedTime(model.Succeeded, "finished_at"), damagedTime(model.Failed, "finished_at")}
+
+	// ?1 queue, ?2 id, ?3 why: a damaged record is set aside (state 6,
+	// which no order index holds).
+	sqlSetAside = fmt.Sprintf(`UPDATE tasks SET state = %d, quarantine = ?3 WHERE queue = ?1 AND id = ?2`, model.Quarantined)
 
 	// ?1 queue, ?2 now, ?3 limit, ?4 new deadline
 	sqlClaimExpired = fmt.Sprintf(`WITH expired AS (
@@ -166,8 +171,9 @@ RETURNING %[6]s`, model.Running, seqBase, appendError("?2", "'"+model.LeaseExpir
   claim_token = 0, claimed_at = NULL, deadline = NULL, finished_at = NULL
 WHERE queue = ?1 AND id = ?2 AND (?3 = 0 OR version = ?3) AND state IN (%s) RETURNING %s`,
 		newVersion, model.Ready, from(model.OpInspectRequeue), taskColumns)
-	sqlRemove = fmt.Sprintf(`DELETE FROM tasks WHERE queue = ?1 AND id = ?2 AND (?3 = 0 OR version = ?3) AND state IN (%s) RETURNING %s`,
-		from(model.OpRemove), taskColumns)
+	// Remove is legal from every state, Quarantined included; the caller
+	// refuses an expected version on a record it cannot read.
+	sqlRemove = `DELETE FROM tasks WHERE queue = ?1 AND id = ?2 AND (?3 = 0 OR version = ?3) RETURNING ` + taskColumns
 
 	// ?1 queue, ?2 before, ?3 succeeded wanted, ?4 failed wanted, ?5 limit
 	// (-1: none). Each state is scanned in index order up to the limit, and
@@ -193,8 +199,27 @@ var (
 		for _, st := range model.States {
 			m[st] = fmt.Sprintf(`SELECT %s FROM tasks WHERE queue = ?1 AND state = %d AND id > ?2 ORDER BY id LIMIT ?3 + 0`, taskColumns, st)
 		}
+		// Records set aside, and rows whose state is not a state at all.
+		m[model.Quarantined] = fmt.Sprintf(`SELECT %s FROM tasks WHERE queue = ?1 AND state NOT IN (%s) AND id > ?2 ORDER BY id LIMIT ?3 + 0`,
+			taskColumns, lifeStates())
 		return m
 	}()
 	sqlCounts = `SELECT state, count(*) FROM tasks WHERE queue = ?1 GROUP BY state`
 	sqlQueues = `SELECT name FROM queues ORDER BY name`
 )
+
+// damagedTime is the query for a task in state whose column col is not an
+// integer (see sqlDamagedDeadline).
+func damagedTime(state model.State, col string) string {
+	return fmt.Sprintf(`SELECT id FROM (SELECT id FROM tasks WHERE queue = ?1 AND state = %[1]d AND %[2]s IS NULL LIMIT 1)
+UNION ALL SELECT id FROM (SELECT id FROM tasks WHERE queue = ?1 AND state = %[1]d AND %[2]s >= '' LIMIT 1)`, state, col)
+}
+
+// lifeStates lists the five states of a task's life, as SQL.
+func lifeStates() string {
+	s := make([]string, len(model.States))
+	for i, st := range model.States {
+		s[i] = fmt.Sprint(int(st))
+	}
+	return strings.Join(s, ", ")
+}

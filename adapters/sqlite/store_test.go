@@ -185,26 +185,24 @@ func TestCorruptRowsAreReportedAndChangeNothing(t *testing.T) {
 		run  func() error
 	}
 	claim := running.Claim()
+	// The operations that name the damaged task: ErrCorrupt, and nothing
+	// changes. (The reads and the scans are checked after them.)
 	ops := []op{
-		{"Get", func() error { _, err := s.Get(ctx, core.GetParams{Queue: "q", ID: "ready"}); return err }},
-		{"List", func() error {
-			_, err := s.List(ctx, core.ListParams{Queue: "q", State: core.Running, Limit: 10})
-			return err
-		}},
 		{"Extend", func() error { _, err := s.Extend(ctx, core.ExtendParams{Claim: claim, Lease: time.Minute}); return err }},
 		{"Ack", func() error { _, err := s.Ack(ctx, core.AckParams{Claim: claim}); return err }},
 		{"Fail", func() error { _, err := s.Fail(ctx, core.FailParams{Claim: claim, Message: "x"}); return err }},
 		{"Retry", func() error { _, err := s.Retry(ctx, core.RetryParams{Claim: claim}); return err }},
-		{"ClaimExpired", func() error {
-			_, err := s.ClaimExpired(ctx, core.ClaimExpiredParams{Queue: "q", ClaimTTL: time.Minute})
-			return err
-		}},
-		{"RecoverExpired", func() error { _, err := s.RecoverExpired(ctx, core.RecoverExpiredParams{Queue: "q"}); return err }},
 		{"InspectRequeue", func() error {
 			_, err := s.InspectRequeue(ctx, core.InspectParams{Queue: "q", ID: "ready"})
 			return err
 		}},
-		{"Remove", func() error { _, err := s.Remove(ctx, core.InspectParams{Queue: "q", ID: "ready"}); return err }},
+		{"Remove with a version", func() error {
+			_, err := s.Remove(ctx, core.InspectParams{Queue: "q", ID: "ready", Expect: running.Version})
+			if errors.Is(err, core.ErrConflict) {
+				return core.ErrCorrupt // its version cannot be trusted: refused, as the model says
+			}
+			return err
+		}},
 	}
 	// overwrites lists the operations that overwrite a damaged field without
 	// reading it: they succeed and leave a sound row (see the package doc).
@@ -236,27 +234,60 @@ func TestCorruptRowsAreReportedAndChangeNothing(t *testing.T) {
 					t.Fatalf("%s on a corrupt row changed the database:\nbefore %s\nafter  %s", o.name, before, after)
 				}
 			}
+			// Reads write nothing: Get reports the row as quarantined, List
+			// passes over it.
+			if got, err := s.Get(ctx, core.GetParams{Queue: "q", ID: "ready"}); err != nil || got.State != core.Quarantined || got.Quarantine == "" {
+				t.Errorf("Get of a row with %s: %+v, %v; want it quarantined with a reason", damage.name, got, err)
+			}
+			if res, err := s.List(ctx, core.ListParams{Queue: "q", State: core.Running, Limit: 10}); err != nil || len(res.Tasks) != 0 {
+				t.Errorf("List(running) with %s: %+v, %v; want it passed over", damage.name, res.Tasks, err)
+			}
+			if after := dump(t, db); after != before {
+				t.Fatalf("a read changed the database:\nbefore %s\nafter  %s", before, after)
+			}
+			// The broker's scan meets the expired row and sets it aside.
+			if res, err := s.ClaimExpired(ctx, core.ClaimExpiredParams{Queue: "q", ClaimTTL: time.Minute}); err != nil || len(res.Claims) != 0 {
+				t.Errorf("ClaimExpired with %s: %+v, %v; want no claim and no error", damage.name, res.Claims, err)
+			}
+			if c, err := s.Counts(ctx, core.CountsParams{Queue: "q"}); err != nil || c.Quarantined != 1 || c.Running != 0 {
+				t.Errorf("Counts after ClaimExpired met a row with %s: %+v, %v", damage.name, c, err)
+			}
 		})
-		execSQL(t, db, `UPDATE tasks SET errors = '[]', enqueued_at = ?1, priority = 0, max_attempts = 3, claim_token = ?2 WHERE id = 'ready'`,
+		execSQL(t, db, `UPDATE tasks SET errors = '[]', enqueued_at = ?1, priority = 0, max_attempts = 3, claim_token = ?2, state = 3, quarantine = NULL WHERE id = 'ready'`,
 			running.EnqueuedAt.UnixMicro(), running.ClaimToken)
 		if got, err := s.Get(ctx, core.GetParams{Queue: "q", ID: "ready"}); err != nil || !got.Equal(running) {
 			t.Fatalf("repair failed: %+v, %v", got, err)
 		}
 	}
 
-	// A Ready row whose state is unknown is corrupt for Counts and Get; the
-	// Pop that would claim a corrupt Ready row changes nothing.
-	execSQL(t, db, `UPDATE tasks SET state = 9 WHERE id = 'running'`)
-	if _, err := s.Counts(ctx, core.CountsParams{Queue: "q"}); !errors.Is(err, core.ErrCorrupt) {
-		t.Errorf("Counts with an unknown state: %v, want ErrCorrupt", err)
+	// A row whose state is unknown is counted, listed and shown as
+	// quarantined (Counts used to refuse the whole queue).
+	for _, bad := range []string{`9`, `'x'`} {
+		execSQL(t, db, `UPDATE tasks SET state = `+bad+` WHERE id = 'running'`)
+		if c, err := s.Counts(ctx, core.CountsParams{Queue: "q"}); err != nil || c.Quarantined != 1 || c.Ready != 0 {
+			t.Errorf("Counts with state %s: %+v, %v; want 1 quarantined", bad, c, err)
+		}
+		if res, err := s.List(ctx, core.ListParams{Queue: "q", State: core.Quarantined, Limit: 10}); err != nil || len(res.Tasks) != 1 || res.Tasks[0].ID != "running" {
+			t.Errorf("List(quarantined) with state %s: %+v, %v", bad, res.Tasks, err)
+		}
+		if got, err := s.Get(ctx, core.GetParams{Queue: "q", ID: "running"}); err != nil || got.State != core.Quarantined || !strings.Contains(got.Quarantine, "state") {
+			t.Errorf("Get with state %s: %+v, %v", bad, got, err)
+		}
 	}
+	// The Pop that meets a Ready row that does not parse sets it aside and
+	// claims the next sound one.
 	execSQL(t, db, `UPDATE tasks SET state = 2, payload = 42 WHERE id = 'running'`)
-	before := dump(t, db)
-	if _, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Second, N: 5}); !errors.Is(err, core.ErrCorrupt) {
-		t.Errorf("Pop of a row whose payload is a number: %v, want ErrCorrupt", err)
+	enqueue(t, s, "q", "sound")
+	res, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Second, N: 5})
+	if err != nil || len(res.Tasks) != 1 || res.Tasks[0].ID != "sound" {
+		t.Errorf("Pop past a row whose payload is a number: %+v, %v; want the sound task", res.Tasks, err)
 	}
-	if after := dump(t, db); after != before {
-		t.Errorf("a Pop that failed changed the database:\nbefore %s\nafter  %s", before, after)
+	if c, err := s.Counts(ctx, core.CountsParams{Queue: "q"}); err != nil || c.Quarantined != 1 || c.Ready != 0 {
+		t.Errorf("Counts after the Pop: %+v, %v", c, err)
+	}
+	gone, err := s.Remove(ctx, core.InspectParams{Queue: "q", ID: "running"})
+	if err != nil || gone.Task.State != core.Quarantined || gone.Task.Quarantine == "" {
+		t.Errorf("Remove of the quarantined row: %+v, %v", gone, err)
 	}
 }
 

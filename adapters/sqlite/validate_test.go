@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,53 +98,84 @@ func TestDamagedSequenceIsCorruptAndChangesNothing(t *testing.T) {
 	}
 }
 
-// TestDamagedDeadlinesAreCorrupt gives a Running task whose lease has
-// lapsed a deadline that is not a time (text, a blob, NULL). The expiry
-// scans compare it with the clock and would skip it forever, leaving the
-// task claimed by nobody: ClaimExpired and RecoverExpired fail with
-// ErrCorrupt instead, Get and List do not return the row as valid, and
-// nothing changes.
-func TestDamagedDeadlinesAreCorrupt(t *testing.T) {
+// TestDamagedTimesAreSetAside gives a task whose time in its order index
+// is not a time (text, a blob, NULL): a Running task's deadline, a
+// Scheduled task's run-after time. The scans compare it with the clock and
+// would skip it forever, leaving the task stuck: instead the scan sets it
+// aside as Quarantined in the same step and goes on; the reads before that
+// write nothing (Get shows it quarantined, List passes over it).
+func TestDamagedTimesAreSetAside(t *testing.T) {
 	clock := core.NewFakeClock(spec.Epoch)
 	path := filepath.Join(t.TempDir(), "deadline.db")
 	s := openStore(t, path, sqlite.WithClock(clock), sqlite.WithSynchronous(sqlite.SyncNormal))
 	db := rawDB(t, path)
 	enqueue(t, s, "q", "a")
 	enqueue(t, s, "q", "b")
+	enqueue(t, s, "q", "later", func(a *model.EnqueueArgs) { a.RunAfter = spec.Epoch.Add(time.Second) })
 	damaged := popOne(t, s, "q", time.Second)
 	popOne(t, s, "q", time.Hour) // sound, and not expired
 	clock.Advance(2 * time.Second)
 
-	ops := map[string]func() error{
-		"ClaimExpired": func() error {
-			_, err := s.ClaimExpired(ctx, core.ClaimExpiredParams{Queue: "q", ClaimTTL: time.Minute})
+	scans := []struct {
+		id, col, state string
+		restore        int64
+		scan           func() error
+	}{
+		{damaged.ID, "deadline", "3", damaged.Deadline.UnixMicro(), func() error {
+			res, err := s.ClaimExpired(ctx, core.ClaimExpiredParams{Queue: "q", ClaimTTL: time.Minute})
+			if err == nil && len(res.Claims) != 0 {
+				return fmt.Errorf("claims %+v", res.Claims)
+			}
 			return err
-		},
-		"RecoverExpired": func() error { _, err := s.RecoverExpired(ctx, core.RecoverExpiredParams{Queue: "q"}); return err },
-		"Get":            func() error { _, err := s.Get(ctx, core.GetParams{Queue: "q", ID: damaged.ID}); return err },
-		"List": func() error {
-			_, err := s.List(ctx, core.ListParams{Queue: "q", State: core.Running, Limit: 10})
+		}},
+		{damaged.ID, "deadline", "3", damaged.Deadline.UnixMicro(), func() error {
+			res, err := s.RecoverExpired(ctx, core.RecoverExpiredParams{Queue: "q"})
+			if err == nil && len(res.Tasks) != 0 {
+				return fmt.Errorf("recovered %+v", res.Tasks)
+			}
 			return err
-		},
+		}},
+		{"later", "run_after", "1", spec.Epoch.Add(time.Second).UnixMicro(), func() error {
+			res, err := s.Promote(ctx, core.PromoteParams{Queue: "q"})
+			if err == nil && len(res.IDs) != 0 {
+				return fmt.Errorf("promoted %v", res.IDs)
+			}
+			return err
+		}},
 	}
-	for _, damage := range []struct{ name, value string }{
-		{"text", `'soon'`}, {"a blob", `X'00'`}, {"NULL", `NULL`},
-	} {
-		t.Run(damage.name, func(t *testing.T) {
-			execSQL(t, db, `UPDATE tasks SET deadline = `+damage.value+` WHERE id = ?1`, damaged.ID)
-			before := dump(t, db)
-			for name, op := range ops {
-				if err := op(); !errors.Is(err, core.ErrCorrupt) {
-					t.Errorf("%s with a deadline that is %s: %v, want ErrCorrupt", name, damage.name, err)
+	for _, sc := range scans {
+		for _, damage := range []struct{ name, value string }{
+			{"text", `'soon'`}, {"a blob", `X'00'`}, {"NULL", `NULL`},
+		} {
+			t.Run(sc.col+" "+damage.name, func(t *testing.T) {
+				execSQL(t, db, `UPDATE tasks SET `+sc.col+` = `+damage.value+` WHERE id = ?1`, sc.id)
+				before := dump(t, db)
+				if got, err := s.Get(ctx, core.GetParams{Queue: "q", ID: sc.id}); err != nil || got.State != core.Quarantined {
+					t.Errorf("Get: %+v, %v; want it quarantined", got, err)
 				}
 				if after := dump(t, db); after != before {
-					t.Fatalf("%s changed the database:\nbefore %s\nafter  %s", name, before, after)
+					t.Fatalf("Get changed the database:\nbefore %s\nafter  %s", before, after)
 				}
-			}
-		})
+				if err := sc.scan(); err != nil {
+					t.Errorf("scan past a %s that is %s: %v", sc.col, damage.name, err)
+				}
+				got, err := s.Get(ctx, core.GetParams{Queue: "q", ID: sc.id})
+				if err != nil || got.State != core.Quarantined || !strings.Contains(got.Quarantine, "not a time") {
+					t.Errorf("Get after the scan: %+v, %v; want it quarantined with its reason", got, err)
+				}
+				res, err := s.List(ctx, core.ListParams{Queue: "q", State: core.Quarantined, Limit: 10})
+				if err != nil || len(res.Tasks) != 1 || res.Tasks[0].ID != sc.id {
+					t.Errorf("List(quarantined): %+v, %v", res.Tasks, err)
+				}
+				if c, err := s.Counts(ctx, core.CountsParams{Queue: "q"}); err != nil || c.Quarantined != 1 {
+					t.Errorf("Counts: %+v, %v", c, err)
+				}
+				// Repaired by hand, the task is found again.
+				execSQL(t, db, `UPDATE tasks SET `+sc.col+` = ?1, state = `+sc.state+`, quarantine = NULL WHERE id = ?2`, sc.restore, sc.id)
+			})
+		}
 	}
 	// Repaired, the lapsed lease is found again.
-	execSQL(t, db, `UPDATE tasks SET deadline = ?1 WHERE id = ?2`, damaged.Deadline.UnixMicro(), damaged.ID)
 	res, err := s.ClaimExpired(ctx, core.ClaimExpiredParams{Queue: "q", ClaimTTL: time.Minute})
 	if err != nil || len(res.Claims) != 1 || res.Claims[0].TaskID != damaged.ID {
 		t.Errorf("ClaimExpired after the repair: %+v, %v; want the claim of %s", res.Claims, err, damaged.ID)

@@ -81,9 +81,10 @@ func inspect(args []string, stdout, stderr io.Writer) int {
 	queue := fs.String("queue", "default", "the `queue` to look into")
 	after := fs.String("after", "", "list: start after this task `ID`")
 	limit := fs.Int("limit", 50, "list: at most `N` tasks")
+	expect := fs.Uint64("expect", 0, "remove: only if the task is at this `version` (0: any; a quarantined record has none)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: leasehold inspect [flags] queues | counts | list STATE | get ID\n\nSTATE is one of scheduled, ready, running, succeeded, failed.\n\n")
+		fmt.Fprintf(stderr, "usage: leasehold inspect [flags] queues | counts | list STATE | get ID | remove ID\n\nSTATE is one of scheduled, ready, running, succeeded, failed, quarantined\n(records the store could not read, set aside; remove deletes one).\n\n")
 		fs.PrintDefaults()
 		fmt.Fprint(stderr, exitCodes)
 	}
@@ -129,6 +130,11 @@ func inspect(args []string, stdout, stderr io.Writer) int {
 		out, err = s.List(ctx, core.ListParams{Queue: *queue, State: state, After: *after, Limit: *limit})
 	case cmd[0] == "get" && len(cmd) == 2:
 		out, err = s.Get(ctx, core.GetParams{Queue: *queue, ID: cmd[1]})
+	case cmd[0] == "remove" && len(cmd) == 2:
+		var ins *core.Inspector
+		if ins, err = core.NewInspector(s, *queue); err == nil {
+			out, err = ins.Remove(ctx, cmd[1], *expect)
+		}
 	default:
 		fs.Usage()
 		return exitUsage
@@ -159,11 +165,15 @@ func printInspection(w io.Writer, out any) {
 			fmt.Fprintln(tw, n)
 		}
 	case core.Counts:
-		fmt.Fprintln(tw, "scheduled\tready\trunning\tsucceeded\tfailed\ttotal")
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\n", v.Scheduled, v.Ready, v.Running, v.Succeeded, v.Failed, v.Total())
+		fmt.Fprintln(tw, "scheduled\tready\trunning\tsucceeded\tfailed\tquarantined\ttotal")
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\n", v.Scheduled, v.Ready, v.Running, v.Succeeded, v.Failed, v.Quarantined, v.Total())
 	case core.ListResult:
 		fmt.Fprintln(tw, "id\tstate\tpriority\tattempt\tversion\ttoken\tenqueued\tdeadline\terrors")
 		for _, t := range v.Tasks {
+			if t.State == model.Quarantined {
+				fmt.Fprintf(tw, "%s\t%v\t-\t-\t-\t-\t-\t-\t%s\n", t.ID, t.State, t.Quarantine)
+				continue
+			}
 			fmt.Fprintf(tw, "%s\t%v\t%d\t%d/%d\t%d\t%d\t%s\t%s\t%d\n", t.ID, t.State, t.Priority, t.Attempt, t.MaxAttempts,
 				t.Version, t.ClaimToken, stamp(t.EnqueuedAt), stamp(t.Deadline), len(t.Errors))
 		}
@@ -175,6 +185,10 @@ func printInspection(w io.Writer, out any) {
 		row("queue", v.Queue)
 		row("id", v.ID)
 		row("state", v.State)
+		if v.State == model.Quarantined {
+			row("reason", v.Quarantine)
+			return
+		}
 		row("priority", v.Priority)
 		row("attempt", fmt.Sprintf("%d of %d", v.Attempt, v.MaxAttempts))
 		row("version", v.Version)
