@@ -20,6 +20,7 @@ type env struct {
 	raw   core.Store // the store under test
 	s     *twin      // raw, checked against the model after every operation
 	q     string     // the queue most tests use
+	h     Harness
 }
 
 func newEnv(t *testing.T, h Harness, capacity int) *env {
@@ -29,7 +30,7 @@ func newEnv(t *testing.T, h Harness, capacity int) *env {
 	if raw == nil {
 		t.Fatalf("harness %s returned a nil store", h.Name)
 	}
-	e := &env{t: t, ctx: context.Background(), clock: clock, raw: raw, q: DefaultQueue}
+	e := &env{t: t, ctx: context.Background(), clock: clock, raw: raw, q: DefaultQueue, h: h}
 	e.s = newTwin(raw, NewModelStore(clock, capacity), func(msg string) {
 		t.Fatalf("the store does not answer as the model does (the test stops at the first difference):\n%s", msg)
 	})
@@ -173,4 +174,15 @@ func (e *env) wantErr(what string, err, want error) {
 	if !sameError(err, want) {
 		e.t.Errorf("%s: got %s (%v), want %s", what, describeError(err), err, describeError(want))
 	}
+}
+
+// damage damages the record of task id in the store (the harness's Damage)
+// and in the model (model.Queue.Damage), then compares the two states.
+func (e *env) damage(id string) {
+	e.t.Helper()
+	e.h.Damage(e.t, e.raw, e.q, id)
+	if err := e.s.model.Damage(e.q, id); err != nil {
+		e.t.Fatalf("model Damage(%s): %v", id, err)
+	}
+	e.s.checkAll("Damage(" + id + ")")
 }

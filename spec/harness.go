@@ -15,4 +15,11 @@ type Harness struct {
 	// its own cleanup with tb.Cleanup. Stores made by one harness must not
 	// see each other's tasks.
 	New func(tb testing.TB, clock core.Clock, capacity int) core.Store
+	// Damage, when the adapter can hold a record it cannot read, damages
+	// the stored record of task id of queue in store s (made by New) so
+	// that it no longer parses, keeping its place in the indexes of its
+	// state: the event model.Queue.Damage. The damage suite runs only on
+	// harnesses that give it (the memory adapter's records are Go values,
+	// which nothing but the adapter writes).
+	Damage func(tb testing.TB, s core.Store, queue, id string)
 }

@@ -42,6 +42,19 @@ func (s *ModelStore) Queue(name string) model.Queue {
 	return model.NewQueue(name, s.capacity)
 }
 
+// Damage applies the event model.Queue.Damage to task id of queue: the
+// model's side of a harness's Damage.
+func (s *ModelStore) Damage(queue, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q, err := s.queues[queue].Damage(id)
+	if err != nil {
+		return err
+	}
+	s.queues[queue] = q
+	return nil
+}
+
 // apply runs one model input on the named queue under the lock.
 func (s *ModelStore) apply(ctx context.Context, queue string, in model.Input) (time.Time, model.Output, error) {
 	if err := ctx.Err(); err != nil {

@@ -36,6 +36,11 @@ func Run(t *testing.T, h Harness) {
 			t.Run(c.name, func(t *testing.T) { c.run(newEnv(t, h, c.capacity)) })
 		}
 	}
+	if h.Damage != nil {
+		for _, c := range damageSuite {
+			t.Run(c.name, func(t *testing.T) { c.run(newEnv(t, h, c.capacity)) })
+		}
+	}
 	for _, c := range append(concurrentSuite[:len(concurrentSuite):len(concurrentSuite)], concurrentBatchSuite...) {
 		t.Run(c.name, func(t *testing.T) { c.run(t, h) })
 	}

@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/leasehold/leasehold/adapters/sqlite"
@@ -16,12 +17,26 @@ var popModes = []sqlite.PopMode{sqlite.PopReturning, sqlite.PopSelectUpdate}
 // runs faster, and durability has its own test (a process killed mid-batch,
 // with the default synchronous=FULL).
 func harness(mode sqlite.PopMode) spec.Harness {
+	var paths sync.Map // *sqlite.Store -> its database file
 	return spec.Harness{
 		Name: "sqlite/" + mode.String(),
 		New: func(tb testing.TB, clock core.Clock, capacity int) core.Store {
-			return openStore(tb, filepath.Join(tb.TempDir(), "leasehold.db"),
+			path := filepath.Join(tb.TempDir(), "leasehold.db")
+			s := openStore(tb, path,
 				sqlite.WithClock(clock), sqlite.WithCapacity(capacity), sqlite.WithPopMode(mode),
 				sqlite.WithSynchronous(sqlite.SyncNormal))
+			paths.Store(s, path)
+			return s
+		},
+		// A row's error history that is not JSON: every column its state's
+		// index reads stays as it was.
+		Damage: func(tb testing.TB, s core.Store, queue, id string) {
+			tb.Helper()
+			path, ok := paths.Load(s)
+			if !ok {
+				tb.Fatalf("Damage: not a store of this harness")
+			}
+			execSQL(tb, rawDB(tb, path.(string)), `UPDATE tasks SET errors = '{not json' WHERE queue = ?1 AND id = ?2`, queue, id)
 		},
 	}
 }

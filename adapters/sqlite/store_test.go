@@ -34,7 +34,7 @@ func enqueue(t *testing.T, s core.Store, queue, id string, args ...func(*model.E
 }
 
 // rawDB opens the database file directly, as a test that tampers with it.
-func rawDB(t *testing.T, path string) *sql.DB {
+func rawDB(t testing.TB, path string) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
@@ -44,7 +44,7 @@ func rawDB(t *testing.T, path string) *sql.DB {
 	return db
 }
 
-func execSQL(t *testing.T, db *sql.DB, q string, args ...any) {
+func execSQL(t testing.TB, db *sql.DB, q string, args ...any) {
 	t.Helper()
 	if _, err := db.Exec(q, args...); err != nil {
 		t.Fatalf("%s: %v", q, err)

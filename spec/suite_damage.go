@@ -1,0 +1,101 @@
+package spec
+
+import (
+	"time"
+
+	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/model"
+)
+
+// damageSuite checks what follows when a stored record is damaged (the
+// event model.Queue.Damage, made real by the harness's Damage hook): the
+// scan that meets the record sets it aside as Quarantined and goes on with
+// the sound tasks; decisions on it are ErrCorrupt and change nothing; the
+// operator sees and removes it. Every step is compared with the model by
+// the twin, the whole queue included.
+var damageSuite = []suiteCase{
+	{name: "PopSetsADamagedReadyTaskAsideAndClaimsTheNext", run: func(e *env) {
+		e.enqueue("poison", priority(5))
+		e.enqueue("sound")
+		e.damage("poison")
+		_, err := e.s.Get(e.ctx, core.GetParams{Queue: e.q, ID: "poison"})
+		e.ok("Get of the damaged record", err)
+		res, err := e.s.Pop(e.ctx, core.PopParams{Queue: e.q, Lease: lease, N: 1})
+		e.ok("Pop", err)
+		e.wantIDs("Pop past the damaged record", taskIDs(res.Tasks), "sound")
+		_, err = e.s.InspectRequeue(e.ctx, core.InspectParams{Queue: e.q, ID: "poison"})
+		e.wantErr("InspectRequeue of a quarantined record", err, core.ErrInvalidTransition)
+		_, err = e.s.Enqueue(e.ctx, core.EnqueueParams{Queue: e.q, EnqueueArgs: model.EnqueueArgs{ID: "poison", MaxAttempts: 1}})
+		e.wantErr("Enqueue of a quarantined record's ID", err, core.ErrConflict)
+		_, err = e.s.Remove(e.ctx, core.InspectParams{Queue: e.q, ID: "poison", Expect: 1})
+		e.wantErr("Remove of a quarantined record with a version", err, core.ErrConflict)
+		got, err := e.s.Remove(e.ctx, core.InspectParams{Queue: e.q, ID: "poison"})
+		e.ok("Remove of a quarantined record", err)
+		if got.Task.State != core.Quarantined || got.Task.Quarantine == "" {
+			e.t.Errorf("Remove returned %s, want the quarantined record with its reason", formatTask(got.Task))
+		}
+	}},
+	{name: "DecisionsOnADamagedRunningTaskAreCorruptUntilTheBrokerSetsItAside", run: func(e *env) {
+		_, c := e.running("poison")
+		_, sound := e.running("sound")
+		e.damage("poison")
+		_, err := e.s.Ack(e.ctx, core.AckParams{Claim: c})
+		e.wantErr("Ack of a damaged task", err, core.ErrCorrupt)
+		_, err = e.s.Extend(e.ctx, core.ExtendParams{Claim: c, Lease: lease})
+		e.wantErr("Extend of a damaged task", err, core.ErrCorrupt)
+		_, err = e.s.Fail(e.ctx, core.FailParams{Claim: c, Message: "m"})
+		e.wantErr("Fail of a damaged task", err, core.ErrCorrupt)
+		_, err = e.s.Retry(e.ctx, core.RetryParams{Claim: c})
+		e.wantErr("Retry of a damaged task", err, core.ErrCorrupt)
+		_, err = e.s.InspectRequeue(e.ctx, core.InspectParams{Queue: e.q, ID: "poison"})
+		e.wantErr("InspectRequeue of a damaged task", err, core.ErrCorrupt)
+		e.clock.Advance(2 * lease)
+		res, err := e.s.ClaimExpired(e.ctx, core.ClaimExpiredParams{Queue: e.q, ClaimTTL: lease})
+		e.ok("ClaimExpired", err)
+		if len(res.Claims) != 1 || res.Claims[0].TaskID != "sound" {
+			e.t.Fatalf("ClaimExpired claimed %v, want the sound task only", reapIDs(res.Claims))
+		}
+		_, err = e.s.Ack(e.ctx, core.AckParams{Claim: c})
+		e.wantErr("Ack of a quarantined record", err, core.ErrStaleClaim)
+		_, err = e.s.Requeue(e.ctx, core.RequeueParams{ReapClaim: core.ReapClaim{Queue: e.q, TaskID: "poison", Version: c.Token}})
+		e.wantErr("Requeue of a quarantined record", err, core.ErrStaleClaim)
+		_, err = e.s.Ack(e.ctx, core.AckParams{Claim: sound})
+		e.ok("the sound task's late Ack", err)
+	}},
+	{name: "RecoverExpiredAndPromoteSetDamagedTasksAside", run: func(e *env) {
+		e.running("poison-run")
+		e.running("sound-run")
+		e.enqueue("poison-sched", runAfter(e.now().Add(time.Second)))
+		e.enqueue("sound-sched", runAfter(e.now().Add(time.Second)))
+		e.damage("poison-run")
+		e.damage("poison-sched")
+		e.clock.Advance(2 * lease)
+		res, err := e.s.RecoverExpired(e.ctx, core.RecoverExpiredParams{Queue: e.q, Limit: 1})
+		e.ok("RecoverExpired", err)
+		e.wantIDs("RecoverExpired", taskIDs(res.Tasks), "sound-run")
+		ids, err := e.s.Promote(e.ctx, core.PromoteParams{Queue: e.q, Limit: 1})
+		e.ok("Promote", err)
+		e.wantIDs("Promote", ids.IDs, "sound-sched")
+		list, err := e.s.List(e.ctx, core.ListParams{Queue: e.q, State: core.Quarantined, Limit: 10})
+		e.ok("List(quarantined)", err)
+		e.wantIDs("List(quarantined)", taskIDs(list.Tasks), "poison-run", "poison-sched")
+	}},
+	{name: "DamagedFinishedTasksArePrunedOrRemoved", run: func(e *env) {
+		_, a := e.running("a")
+		_, b := e.running("b")
+		_, err := e.s.Ack(e.ctx, core.AckParams{Claim: a})
+		e.ok("Ack", err)
+		_, err = e.s.Fail(e.ctx, core.FailParams{Claim: b, Message: "m"})
+		e.ok("Fail", err)
+		e.damage("a")
+		e.damage("b")
+		_, err = e.s.Remove(e.ctx, core.InspectParams{Queue: e.q, ID: "a", Expect: a.Token + 1})
+		e.wantErr("Remove of a damaged task with a version", err, core.ErrConflict)
+		_, err = e.s.Remove(e.ctx, core.InspectParams{Queue: e.q, ID: "a"})
+		e.ok("Remove of a damaged task", err)
+		e.clock.Advance(time.Second)
+		ids, err := e.s.Prune(e.ctx, core.PruneParams{Queue: e.q, States: []core.State{core.Failed}, Before: e.now()})
+		e.ok("Prune", err)
+		e.wantIDs("Prune", ids.IDs, "b")
+	}},
+}
