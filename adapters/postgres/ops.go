@@ -716,7 +716,7 @@ func (s *Store) Get(ctx context.Context, p core.GetParams) (core.Task, error) {
 // List implements core.Store.
 func (s *Store) List(ctx context.Context, p core.ListParams) (core.ListResult, error) {
 	validate := func() error {
-		if !p.State.Valid() {
+		if !p.State.Listable() {
 			return invalid("list: state %d", uint8(p.State))
 		}
 		if p.Limit < 1 || p.Limit > model.MaxBatch {
@@ -725,6 +725,11 @@ func (s *Store) List(ctx context.Context, p core.ListParams) (core.ListResult, e
 		return nil
 	}
 	var res core.ListResult
+	if p.State == model.Quarantined {
+		// This adapter sets no row aside yet: a row it cannot read is
+		// ErrCorrupt for the operations that meet it.
+		return res, s.read(ctx, p.Queue, validate, func() error { return nil })
+	}
 	err := s.read(ctx, p.Queue, validate, func() error {
 		ts, err := scanTasks(s.pool.Query(ctx, s.q.list[p.State], p.Queue, []byte(p.After), p.Limit+1))
 		if err != nil {

@@ -406,11 +406,16 @@ func (s *Store) List(ctx context.Context, p core.ListParams) (core.ListResult, e
 	if err := s.begin(ctx, p.Queue); err != nil {
 		return core.ListResult{}, err
 	}
-	if !p.State.Valid() {
+	if !p.State.Listable() {
 		return core.ListResult{}, invalid("list: state %d", uint8(p.State))
 	}
 	if p.Limit < 1 || p.Limit > model.MaxBatch {
 		return core.ListResult{}, invalid("list: limit %d outside 1..%d", p.Limit, model.MaxBatch)
+	}
+	if p.State == model.Quarantined {
+		// This adapter sets no record aside yet: a record it cannot read
+		// is ErrCorrupt for the operations that meet it.
+		return core.ListResult{}, nil
 	}
 	r, err := s.eval(ctx, listScript, s.queueKeys(p.Queue), "", p.State.String(), p.After, p.Limit)
 	if err != nil {
