@@ -138,6 +138,30 @@
 //     again, it is judged again, as a new call.
 //   - Reads need nothing.
 //
+// # Replication and failover
+//
+// Redis replicates asynchronously: a replica promoted after its primary
+// died may lack the primary's last writes, among them its queues'
+// sequences. Its next Pop could then stamp a token that a worker of the
+// old primary still holds, whose stale Ack would pass the guard, and an
+// Enqueue acknowledged by the old primary may be missing.
+// WithReplicaAcks(n, timeout) closes that: every call that changes
+// something is followed, on the same connection, by WAIT n timeout, and
+// answers only once n replicas hold its writes. A token is handed to a
+// worker, a decision reported done and an Enqueue acknowledged only when
+// they are on the replicas, so a promoted one that acknowledged continues
+// the sequence past every token a worker holds. When WAIT falls short the
+// call returns an error wrapping ErrReplicaAcks: it took effect on the
+// primary and may be lost, like a call whose connection dropped, and is
+// never reported as refused. A refused call waits for nothing (it wrote
+// nothing). The rule holds while the promoted replica is one that
+// acknowledged (n = 1 with one replica; with more, promote the most up to
+// date, as Sentinel and Cluster failover do); a retransmission answered
+// from its kept reply waits only for what its own connection wrote. On a
+// Cluster client the WAIT goes to the master of the queue's slot.
+// Without the option the store promises nothing across a failover beyond
+// what the promoted replica had received.
+//
 // # Time
 //
 // By default a script reads the Redis server's clock (TIME) and uses it to

@@ -238,7 +238,7 @@ func (s *Store) eval(ctx context.Context, sc *script, keys []string, id string, 
 		}
 	}
 	args = append(args, req)
-	raw, err := s.run(ctx, sc, keys, args).Slice()
+	raw, err := s.runAcked(ctx, sc, keys, args).Slice()
 	if err != nil {
 		return reply{}, fmt.Errorf("leasehold/redis: %v: %w", sc.op, permission(err))
 	}

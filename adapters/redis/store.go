@@ -32,6 +32,7 @@ type Store struct {
 	// noFunctions: the server cannot run the library (see run); the store
 	// sends EVALSHA from then on.
 	noFunctions atomic.Bool
+	acks        replicaAcks // WithReplicaAcks
 }
 
 var _ core.Store = (*Store)(nil)

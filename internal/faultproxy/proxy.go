@@ -63,7 +63,7 @@ type Stats struct {
 // Proxy is a fault-injecting TCP proxy. Its methods are safe for concurrent
 // use.
 type Proxy struct {
-	target string
+	target atomic.Pointer[string] // host:port, read per accepted connection
 	ln     net.Listener
 
 	delay atomic.Int64 // time.Duration
@@ -111,12 +111,12 @@ func New(target string) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{
-		target:        target,
 		ln:            ln,
 		conns:         make(map[*pair]struct{}),
 		blackholeWake: make(chan struct{}),
 		done:          make(chan struct{}),
 	}
+	p.target.Store(&target)
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -126,7 +126,12 @@ func New(target string) (*Proxy, error) {
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 // Target returns the address the proxy forwards to.
-func (p *Proxy) Target() string { return p.target }
+func (p *Proxy) Target() string { return *p.target.Load() }
+
+// SetTarget makes the proxy forward the connections it accepts from now on
+// to target (host:port), as a DNS name or a virtual IP moved to a promoted
+// replica would; open connections keep their server (CutAll ends them).
+func (p *Proxy) SetTarget(target string) { p.target.Store(&target) }
 
 // Close stops accepting, closes every open connection and waits until every
 // goroutine of the proxy has returned. Calling it again does nothing.
@@ -273,7 +278,7 @@ func (p *Proxy) serve(client net.Conn) {
 	var err error
 	go func() {
 		defer close(dialDone)
-		server, err = d.Dial("tcp", p.target)
+		server, err = d.Dial("tcp", p.Target())
 	}()
 	select {
 	case <-dialDone:

@@ -85,6 +85,40 @@ func StartCluster(tb testing.TB) *Server {
 	}
 }
 
+// StartReplica starts a private redis-server like Start, as a replica of
+// the server at primary (host:port: a Server's Addr, or a proxy in front of
+// one), and returns when its link to the primary is up and the initial
+// synchronization is done.
+func StartReplica(tb testing.TB, primary string) *Server {
+	tb.Helper()
+	host, port, err := net.SplitHostPort(primary)
+	if err != nil {
+		tb.Fatalf("redistest: replica of %q: %v", primary, err)
+	}
+	s := startWith(tb, "--replicaof", host, port)
+	c := s.Client()
+	ctx := context.Background()
+	deadline := time.Now().Add(startTimeout)
+	for {
+		info, err := c.Info(ctx, "replication").Result()
+		if err == nil && strings.Contains(info, "master_link_status:up") && strings.Contains(info, "master_sync_in_progress:0") {
+			return s
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("redistest: replica %s of %s not in sync within %v: %v %s", s.Addr, primary, startTimeout, err, info)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Promote makes a replica a primary (REPLICAOF NO ONE), as a failover
+// does: it keeps what it had received and accepts writes from then on.
+func (s *Server) Promote() error {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer c.Close()
+	return c.Do(context.Background(), "REPLICAOF", "NO", "ONE").Err()
+}
+
 func startWith(tb testing.TB, args ...string) *Server {
 	tb.Helper()
 	path := lookPath(tb)
