@@ -95,7 +95,9 @@ func StartReplica(tb testing.TB, primary string) *Server {
 	if err != nil {
 		tb.Fatalf("redistest: replica of %q: %v", primary, err)
 	}
-	s := startWith(tb, "--replicaof", host, port)
+	// A replica saves what its primary sends to disk: keep it out of the
+	// test's directory, where the next server started would load it.
+	s := startWith(tb, "--replicaof", host, port, "--dir", tb.TempDir())
 	c := s.Client()
 	ctx := context.Background()
 	deadline := time.Now().Add(startTimeout)
