@@ -20,6 +20,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -284,7 +285,18 @@ func lookPath(tb testing.TB) string {
 
 // start launches a server on port, or on a free port when port is 0,
 // retrying with a new port when the chosen one was taken meanwhile.
+//
+// A server started without --dir gets a directory of its own, so a file it
+// writes (a replica's synchronized dump.rdb) never lands in the test's
+// package directory, where the next server started there would load it.
 func start(path string, port int, args ...string) (*Server, error) {
+	if !slices.Contains(args, "--dir") {
+		dir, err := os.MkdirTemp("", "redistest-")
+		if err != nil {
+			return nil, err
+		}
+		args = append(slices.Clip(args), "--dir", dir)
+	}
 	var err error
 	for range 5 {
 		p := port
