@@ -215,17 +215,14 @@ func (b *Broker) decide(ctx context.Context, now time.Time, rc ReapClaim, p *Pas
 	log := b.logger.With("queue", rc.Queue, "task", rc.TaskID, "version", rc.Version, "attempt", t.Attempt)
 	var err error
 	if retry {
-		var runAfter time.Time
-		if delay > 0 {
-			runAfter = now.Add(delay)
-		}
+		var res TaskResult
 		cctx, cancel := b.call(ctx)
-		_, err = b.store.Requeue(cctx, RequeueParams{ReapClaim: rc, RunAfter: runAfter})
+		res, err = b.store.Requeue(cctx, RequeueParams{ReapClaim: rc, Delay: delay})
 		cancel()
 		if err == nil {
 			p.Requeued++
 			b.stats.requeued.Add(1)
-			log.InfoContext(ctx, "expired task requeued", "run_after", runAfter)
+			log.InfoContext(ctx, "expired task requeued", "delay", delay, "run_after", res.Task.RunAfter)
 		}
 	} else {
 		cctx, cancel := b.call(ctx)
@@ -287,3 +284,7 @@ func (b *Broker) storeError(ctx context.Context, queue string, err error) {
 	b.stats.storeErrors.Add(1)
 	b.tel.storeError(ctx, queue)
 }
+
+// boundDelay keeps a retry policy's delay within what a store accepts:
+// 0..model.MaxDuration.
+func boundDelay(d time.Duration) time.Duration { return min(max(d, 0), model.MaxDuration) }

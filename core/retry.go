@@ -17,7 +17,9 @@ var ErrLeaseExpired = errors.New("leasehold: lease expired")
 // t.LeaseLosses and t.HandlerFailures count it; t.Attempt is the attempt that
 // failed) and the error: what the handler returned, a *PanicError, or
 // ErrLeaseExpired when the lease lapsed. It returns whether to retry and how
-// long to wait before the task is due again (0: at once).
+// long to wait before the task is due again (0: at once), a wait the store
+// measures on its own clock. A negative delay counts as 0 and one longer
+// than model.MaxDuration as model.MaxDuration.
 //
 // A policy must be safe for concurrent use. It must not block for long: a
 // Broker holds its claim on the task only for the claim TTL.

@@ -15,6 +15,8 @@ import (
 // result of every operation that depends on time.
 //
 // Times are kept with microsecond precision; the zero time means "not set".
+// Delays (of Retry, Requeue and RecoverExpired) are added by the store to
+// its own clock reading, so no caller's clock decides when a task runs again.
 // Time arguments (RunAfter, Before) must be whole microseconds: Queue, Worker,
 // Broker and Inspector truncate the times they are given, and a caller of a
 // Store directly must do the same, or adapters may disagree on the last
@@ -200,11 +202,14 @@ type FailParams struct {
 	Message string
 }
 
-// RetryParams are the arguments of Store.Retry.
+// RetryParams are the arguments of Store.Retry: the task runs again once
+// Delay (0..model.MaxDuration) has passed on the store's clock, which adds
+// it to its own reading (RunAfter = now + Delay): the caller's clock plays
+// no part.
 type RetryParams struct {
-	Claim    Claim
-	RunAfter time.Time
-	Message  string
+	Claim   Claim
+	Delay   time.Duration
+	Message string
 }
 
 // ClaimExpiredParams are the arguments of Store.ClaimExpired. Limit 0 means
@@ -215,10 +220,12 @@ type ClaimExpiredParams struct {
 	Limit    int
 }
 
-// RequeueParams are the arguments of Store.Requeue.
+// RequeueParams are the arguments of Store.Requeue: as for Retry, the task
+// runs again once Delay (0..model.MaxDuration) has passed on the store's
+// clock.
 type RequeueParams struct {
 	ReapClaim ReapClaim
-	RunAfter  time.Time
+	Delay     time.Duration
 	Message   string
 }
 

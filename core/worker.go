@@ -125,11 +125,12 @@ const (
 // tried again at the next beat, a failed decision is not repeated, and the
 // lease lapses so that a Broker decides the task.
 //
-// A retry's run-after time is on the store's clock: the worker takes the Now
-// of the last store answer it saw (a Pop, an Extend, an Ack), adds the time
-// elapsed since on its own clock (the monotonic clock for SystemClock), and
-// adds the retry policy's delay. A worker whose clock is skewed therefore
-// retries on the store's schedule.
+// A retry runs on the store's clock: the worker passes the retry policy's
+// delay and the store adds it to its own reading, so a worker whose clock is
+// skewed, or jumps, retries on the store's schedule. (The failure the policy
+// sees is dated by the worker's estimate of the store's clock: the Now of
+// the last store answer it saw plus the time elapsed since on its own
+// clock.)
 //
 // An attempt timeout (WithTimeout for the queue, or the task's own timeout,
 // which wins) puts a deadline on the handler's context, measured on the
@@ -779,12 +780,10 @@ func (w *Worker) decideFailure(base context.Context, j *job, herr error) {
 			TaskError{Attempt: t.Attempt, At: now, Message: herr.Error()})
 		delay, retry := consult(w.retry, failed, herr, w.logger)
 		if retry {
-			var runAfter time.Time
-			if delay > 0 {
-				runAfter = now.Add(delay).Truncate(time.Microsecond)
-			}
+			// The store adds the delay to its own clock: the worker's
+			// estimate above only dates the error the policy sees.
 			ctx, cancel := w.call(w.lease)
-			res, err = w.store.Retry(ctx, RetryParams{Claim: j.claim, RunAfter: runAfter, Message: herr.Error()})
+			res, err = w.store.Retry(ctx, RetryParams{Claim: j.claim, Delay: delay, Message: herr.Error()})
 			cancel()
 			counter, msg, d = &w.stats.retried, "task will be retried", decisionRetry
 		} else {
@@ -1226,7 +1225,8 @@ func consult(p RetryPolicy, t Task, cause error, log *slog.Logger) (delay time.D
 			delay, retry = DefaultRetryPolicy(t, cause)
 		}
 	}()
-	return p(t, cause)
+	delay, retry = p(t, cause)
+	return boundDelay(delay), retry
 }
 
 // superseded reports whether a store answer means the claim no longer

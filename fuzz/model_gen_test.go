@@ -93,7 +93,7 @@ func (m *machine) genWorker(t *rapid.T) model.Input {
 	case model.OpFail:
 		in.Message = drawMessage(t)
 	case model.OpRetry:
-		in.RunAfter, in.Message = m.drawRunAfter(t), drawMessage(t)
+		in.Delay, in.Message = drawDelay(t), drawMessage(t)
 	}
 	return in
 }
@@ -110,7 +110,7 @@ func (m *machine) genBroker(t *rapid.T) model.Input {
 		Message:   drawMessage(t),
 	}
 	if in.Op == model.OpRequeue {
-		in.RunAfter = m.drawRunAfter(t)
+		in.Delay = drawDelay(t)
 	}
 	return in
 }
@@ -276,6 +276,14 @@ func (m *machine) drawRunAfter(t *rapid.T) time.Time {
 	return m.now.Add(ms(rapid.IntRange(0, 5).Draw(t, "runAfterMs")))
 }
 
+// drawDelay returns a retry delay: none, a few ms, rarely a negative one.
+func drawDelay(t *rapid.T) time.Duration {
+	if rare(t, 6) {
+		return -ms(rapid.IntRange(1, 2).Draw(t, "badDelayMs"))
+	}
+	return ms(rapid.IntRange(0, 5).Draw(t, "delayMs"))
+}
+
 // drawLease returns a short lease (or claim TTL), rarely zero or negative.
 func drawLease(t *rapid.T) time.Duration {
 	if rare(t, 4) {
@@ -358,14 +366,14 @@ func (s step) GoString() string {
 		case model.OpAck:
 			arg("result=%x", in.Result)
 		case model.OpRetry:
-			arg("runAfter=%s", at(in.RunAfter))
+			arg("delay=%v", in.Delay)
 		}
 	case model.OpClaimExpired:
 		arg("claimTTL=%v limit=%d", in.Lease, in.Limit)
 	case model.OpRequeue, model.OpFinalize:
 		arg("reapClaim=%s/v%d", in.ReapClaim.TaskID, in.ReapClaim.Version)
 		if in.Op == model.OpRequeue {
-			arg("runAfter=%s", at(in.RunAfter))
+			arg("delay=%v", in.Delay)
 		}
 	case model.OpRecoverExpired:
 		arg("delay=%v limit=%d", in.Lease, in.Limit)

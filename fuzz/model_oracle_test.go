@@ -24,6 +24,7 @@ import (
 func expectedErr(q model.Queue, in model.Input) (model.State, error) {
 	badID := func(id string) bool { return id == "" || len(id) > model.MaxIDLength }
 	badLimit := in.Limit < 0
+	badDelay := in.Delay < 0 || in.Delay > model.MaxDuration
 	task, err := q.Get(in.ID)
 	exists := err == nil
 	switch in.Op {
@@ -61,14 +62,14 @@ func expectedErr(q model.Queue, in model.Input) (model.State, error) {
 			return 0, model.ErrInvalidArgument
 		}
 	case model.OpRecoverExpired:
-		if in.Lease < 0 || badLimit {
+		if in.Lease < 0 || in.Lease > model.MaxDuration || badLimit {
 			return 0, model.ErrInvalidArgument
 		}
 	case model.OpExtend, model.OpAck, model.OpFail, model.OpRetry:
 		c := in.Claim
 		task, err := q.Get(c.TaskID)
 		switch {
-		case (in.Op == model.OpExtend && in.Lease <= 0) || badID(c.TaskID) || c.Token == 0:
+		case (in.Op == model.OpExtend && in.Lease <= 0) || badID(c.TaskID) || c.Token == 0 || (in.Op == model.OpRetry && badDelay):
 			return 0, model.ErrInvalidArgument
 		case err != nil || task.ClaimToken != c.Token:
 			return 0, model.ErrStaleClaim
@@ -79,7 +80,7 @@ func expectedErr(q model.Queue, in model.Input) (model.State, error) {
 		rc := in.ReapClaim
 		task, err := q.Get(rc.TaskID)
 		switch {
-		case badID(rc.TaskID) || rc.Version == 0:
+		case badID(rc.TaskID) || rc.Version == 0 || (in.Op == model.OpRequeue && badDelay):
 			return 0, model.ErrInvalidArgument
 		case err != nil || task.Version != rc.Version:
 			return 0, model.ErrStaleClaim
@@ -381,10 +382,10 @@ func checkEffect(t *rapid.T, in model.Input, p, n model.Task) {
 		finished(model.Failed)
 		appended(in.Message, false)
 	case model.OpRetry:
-		queued(in.RunAfter)
+		queued(model.RunAfter(now, in.Delay))
 		appended(in.Message, false)
 	case model.OpRequeue:
-		queued(in.RunAfter)
+		queued(model.RunAfter(now, in.Delay))
 		appended(in.Message, true)
 	case model.OpFinalize:
 		finished(model.Failed)

@@ -310,11 +310,11 @@ func callMethod(q model.Queue, in model.Input) (model.Queue, model.Output) {
 	case model.OpFail:
 		q, o.Task, o.Err = q.Fail(in.Now, in.Claim, in.Message)
 	case model.OpRetry:
-		q, o.Task, o.Err = q.Retry(in.Now, in.Claim, in.RunAfter, in.Message)
+		q, o.Task, o.Err = q.Retry(in.Now, in.Claim, in.Delay, in.Message)
 	case model.OpClaimExpired:
 		q, o.ReapClaims, o.Err = q.ClaimExpired(in.Now, in.Lease, in.Limit)
 	case model.OpRequeue:
-		q, o.Task, o.Err = q.Requeue(in.Now, in.ReapClaim, in.RunAfter, in.Message)
+		q, o.Task, o.Err = q.Requeue(in.Now, in.ReapClaim, in.Delay, in.Message)
 	case model.OpFinalize:
 		q, o.Task, o.Err = q.Finalize(in.Now, in.ReapClaim, in.Message)
 	case model.OpRecoverExpired:

@@ -27,7 +27,7 @@ type Input struct {
 	Expect    uint64              `json:"expect,omitempty"`    // InspectRequeue, Remove
 	Lease     time.Duration       `json:"lease,omitempty"`     // Pop, Extend; claim TTL; recovery delay
 	Limit     int                 `json:"limit,omitempty"`     // Promote, Pop, ClaimExpired, RecoverExpired, Prune, List
-	RunAfter  time.Time           `json:"runAfter,omitzero"`   // Retry, Requeue
+	Delay     time.Duration       `json:"delay,omitempty"`     // Retry, Requeue
 	Message   string              `json:"message,omitempty"`   // Fail, Retry, Requeue, Finalize
 	Result    []byte              `json:"result,omitempty"`    // Ack
 	State     model.State         `json:"state,omitempty"`     // List
@@ -150,7 +150,7 @@ func (o *Output) setError(err error) {
 func (in *Input) modelInput(now time.Time) model.Input {
 	m := model.Input{
 		Op: in.Op, Now: now, ID: in.ID, Expect: in.Expect, Lease: in.Lease,
-		Limit: in.Limit, RunAfter: in.RunAfter, Message: in.Message, Result: in.Result,
+		Limit: in.Limit, Delay: in.Delay, Message: in.Message, Result: in.Result,
 		State: in.State, After: in.After, States: in.States, Before: in.Before,
 	}
 	if in.Enqueue != nil {
@@ -351,13 +351,13 @@ func describeCall(in *Input, epoch time.Time) string {
 			add("lease=%s", ms(in.Lease))
 		}
 		if in.Op == model.OpRetry {
-			add("runAfter=%s", at(in.RunAfter, epoch))
+			add("delay=%s", ms(in.Delay))
 		}
 	case model.OpRequeue, model.OpFinalize:
 		add("%s", in.ReapClaim.TaskID)
 		add("version=%d", in.ReapClaim.Version)
 		if in.Op == model.OpRequeue {
-			add("runAfter=%s", at(in.RunAfter, epoch))
+			add("delay=%s", ms(in.Delay))
 		}
 	case model.OpClaimExpired:
 		add("ttl=%s", ms(in.Lease))

@@ -182,8 +182,9 @@ type Step struct {
 	Priority int           `json:"priority,omitempty"` // Enqueue
 	Attempts int           `json:"attempts,omitempty"` // Enqueue: MaxAttempts
 	Lease    time.Duration `json:"lease,omitempty"`    // Pop, Extend; ClaimExpired's TTL; RecoverExpired's delay
-	// Delay is the RunAfter of Enqueue, Retry and Requeue, and Prune's
-	// before, relative to the client's reading of the clock; a Pause's
+	// Delay is the RunAfter of Enqueue and Prune's before, relative to the
+	// client's reading of the clock; the delay of Retry and Requeue, which
+	// the store adds to its own (rarely a negative one, refused); a Pause's
 	// length.
 	Delay time.Duration `json:"delay,omitempty"`
 	// N is Pop's batch; the limit of Promote, ClaimExpired, RecoverExpired,
@@ -604,6 +605,9 @@ func (g stepGen) draw(t *rapid.T, role Role) Step {
 	case Retry, Requeue:
 		pick()
 		runAfter()
+		if rapid.IntRange(0, 15).Draw(t, "badDelay") == 0 {
+			s.Delay = -time.Microsecond
+		}
 	case ClaimExpired:
 		queue()
 		lease()

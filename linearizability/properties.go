@@ -131,7 +131,7 @@ func handlerOutcome(c *runtimeCase) []string {
 				key := claimKey{actor, d.task, d.token}
 				decided[key] = true
 				inv := c.inv[key]
-				if d.kind == model.OpRetry && d.message == core.ErrWorkerStopped.Error() && d.runAfter.IsZero() && op.Call >= c.rh.StopAt {
+				if d.kind == model.OpRetry && d.message == core.ErrWorkerStopped.Error() && d.delay == 0 && op.Call >= c.rh.StopAt {
 					continue // given back at shutdown
 				}
 				switch {
@@ -281,15 +281,13 @@ func passDecidesExpired(c *runtimeCase) []string {
 	return out
 }
 
-// storeClockDelays pins "delays are measured on the store's clock reading":
-// a broker's Requeue has RunAfter = the Now of the ClaimExpired result that
-// claimed the task plus its policy's delay (no RunAfter for no delay), and
-// it requeues exactly when its policy retries (Finalize otherwise); a
-// worker's Retry has RunAfter = the store's clock as the worker knows it
-// (no earlier than the store's last answer on the claim before the handler
-// returned, no later than the Retry's own) plus the policy's delay. A
-// broker or worker that measures from its own clock (skewed in the
-// harness) breaks it.
+// storeClockDelays pins "delays are measured on the store's clock": a
+// broker's Requeue passes its policy's delay for the task as the
+// ClaimExpired result left it, and it requeues exactly when its policy
+// retries (Finalize otherwise); a worker's Retry passes its policy's delay.
+// The store adds the delay to its own reading (the model checks the
+// RunAfter that follows), so a component that folds its own clock into the
+// delay (skewed in the harness) breaks it.
 func storeClockDelays(c *runtimeCase) []string {
 	var out []string
 	for _, actor := range c.actors {
@@ -324,36 +322,14 @@ func storeClockDelays(c *runtimeCase) []string {
 					if !retry {
 						continue
 					}
-					var want time.Time
-					if delay > 0 {
-						want = cl.now.Add(delay).Truncate(time.Microsecond)
-					}
-					if !op.Input.RunAfter.Equal(want) {
-						out = append(out, fmt.Sprintf("%s requeued %s to run after %s; the store claimed it at %s and the policy's delay is %s, so %s",
-							actor, rc.TaskID, at(op.Input.RunAfter, c.epoch), at(cl.now, c.epoch), ms(delay), at(want, c.epoch)))
+					if want := boundDelay(delay); op.Input.Delay != want {
+						out = append(out, fmt.Sprintf("%s requeued %s with a delay of %s; its policy's delay is %s",
+							actor, rc.TaskID, op.Input.Delay, want))
 					}
 				}
 			}
 		case "worker":
 			spec := c.plan.Workers[indexOf(actor)]
-			type answer struct {
-				ret int64
-				now time.Time
-			}
-			answers := map[claimID][]answer{} // the store's answers on the claim
-			for _, op := range ops {
-				if op.Input.Op == model.OpPop {
-					for _, t := range op.Output.Tasks {
-						answers[claimID{t.ID, t.ClaimToken}] = []answer{{op.Return, op.Output.Now}}
-					}
-				}
-				for _, d := range decisionsOf(op) {
-					if d.kind == model.OpExtend && d.ok() {
-						id := claimID{d.task, d.token}
-						answers[id] = append(answers[id], answer{op.Return, d.now})
-					}
-				}
-			}
 			for _, op := range ops {
 				for _, d := range decisionsOf(op) {
 					inv := c.inv[claimKey{actor, d.task, d.token}]
@@ -361,24 +337,8 @@ func storeClockDelays(c *runtimeCase) []string {
 						continue
 					}
 					delay, _ := spec.Policy.Policy()(model.Task{Attempt: inv.Attempt, MaxAttempts: c.tasks[d.task].MaxAttempts}, errHandler)
-					if delay == 0 {
-						if !d.runAfter.IsZero() {
-							out = append(out, fmt.Sprintf("%s retried %s to run after %s; its policy has no delay", actor, d.task, at(d.runAfter, c.epoch)))
-						}
-						continue
-					}
-					// The worker reads its clock after the handler returned:
-					// no earlier than any answer it had by then.
-					var lo time.Time
-					for _, a := range answers[claimID{d.task, d.token}] {
-						if a.ret <= inv.End && a.now.After(lo) {
-							lo = a.now
-						}
-					}
-					from := d.runAfter.Add(-delay)
-					if from.Before(lo) || d.ok() && from.After(d.now) {
-						out = append(out, fmt.Sprintf("%s retried %s to run after %s = %s + %s; the store's clock read %s in its last answer on the claim before the handler returned, and %s at the Retry",
-							actor, d.task, at(d.runAfter, c.epoch), at(from, c.epoch), ms(delay), at(lo, c.epoch), at(d.now, c.epoch)))
+					if want := boundDelay(delay); d.delay != want {
+						out = append(out, fmt.Sprintf("%s retried %s with a delay of %s; its policy's delay is %s", actor, d.task, d.delay, want))
 					}
 				}
 			}
@@ -386,6 +346,10 @@ func storeClockDelays(c *runtimeCase) []string {
 	}
 	return out
 }
+
+// boundDelay is the delay a component passes for its policy's: within
+// 0..model.MaxDuration.
+func boundDelay(d time.Duration) time.Duration { return min(max(d, 0), model.MaxDuration) }
 
 // quiescence pins "at quiescence every task not removed is terminal, and
 // each Succeeded task had exactly one accepted Ack (or AckBatch item),
@@ -606,13 +570,13 @@ func (c *runtimeCase) decidedBy(actor string, id claimID, before int64) bool {
 // Extend, Ack, Fail, Retry or AckBatch item, a broker's Requeue or
 // Finalize.
 type decision struct {
-	kind     model.Op
-	worker   bool
-	task     string
-	token    uint64 // token of a worker claim, version of a broker claim
-	result   []byte
-	message  string
-	runAfter time.Time
+	kind    model.Op
+	worker  bool
+	task    string
+	token   uint64 // token of a worker claim, version of a broker claim
+	result  []byte
+	message string
+	delay   time.Duration // of Retry and Requeue
 	// The answer: refused is the error kind of a definite refusal;
 	// indeterminate an unknown outcome; else taskOut and now.
 	refused       string
@@ -639,13 +603,13 @@ func decisionsOf(op *Operation) []decision {
 			return nil
 		}
 		return []decision{answer(decision{kind: in.Op, worker: true, task: in.Claim.TaskID, token: in.Claim.Token,
-			result: in.Result, message: in.Message, runAfter: in.RunAfter})}
+			result: in.Result, message: in.Message, delay: in.Delay})}
 	case model.OpRequeue, model.OpFinalize:
 		if in.ReapClaim == nil {
 			return nil
 		}
 		return []decision{answer(decision{kind: in.Op, task: in.ReapClaim.TaskID, token: in.ReapClaim.Version,
-			message: in.Message, runAfter: in.RunAfter})}
+			message: in.Message, delay: in.Delay})}
 	case model.OpAckBatch:
 		return batchAcks(op)
 	}

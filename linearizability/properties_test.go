@@ -95,7 +95,7 @@ func TestRuntimePropertiesCatchTheirViolation(t *testing.T) {
 		}},
 		{"store-clock-delays", func(t *testing.T, h *linearizability.RuntimeHistory) {
 			op := find(t, h, func(op *linearizability.Operation) bool { return op.Input.Op == model.OpRetry })
-			op.Input.RunAfter = op.Input.RunAfter.Add(time.Millisecond)
+			op.Input.Delay += time.Millisecond
 		}},
 		{"quiescence", func(t *testing.T, h *linearizability.RuntimeHistory) {
 			h.Final[0].State = model.Running

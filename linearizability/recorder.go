@@ -260,7 +260,7 @@ func (c *Client) Fail(ctx context.Context, p core.FailParams) (core.TaskResult, 
 
 // Retry implements core.Store.
 func (c *Client) Retry(ctx context.Context, p core.RetryParams) (core.TaskResult, error) {
-	in := Input{Queue: p.Claim.Queue, Op: model.OpRetry, Claim: claimRef(p.Claim), RunAfter: p.RunAfter, Message: p.Message}
+	in := Input{Queue: p.Claim.Queue, Op: model.OpRetry, Claim: claimRef(p.Claim), Delay: p.Delay, Message: p.Message}
 	return record(c, in, func() (core.TaskResult, error) { return c.s.Retry(ctx, p) }, taskOut)
 }
 
@@ -280,7 +280,7 @@ func (c *Client) ClaimExpired(ctx context.Context, p core.ClaimExpiredParams) (c
 
 // Requeue implements core.Store.
 func (c *Client) Requeue(ctx context.Context, p core.RequeueParams) (core.TaskResult, error) {
-	in := Input{Queue: p.ReapClaim.Queue, Op: model.OpRequeue, ReapClaim: reapRef(p.ReapClaim), RunAfter: p.RunAfter, Message: p.Message}
+	in := Input{Queue: p.ReapClaim.Queue, Op: model.OpRequeue, ReapClaim: reapRef(p.ReapClaim), Delay: p.Delay, Message: p.Message}
 	return record(c, in, func() (core.TaskResult, error) { return c.s.Requeue(ctx, p) }, taskOut)
 }
 

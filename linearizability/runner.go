@@ -319,7 +319,7 @@ func (a *actor) do(ctx context.Context, s Step) {
 			_, err := st.Fail(ctx, core.FailParams{Claim: c, Message: "failed by " + a.name})
 			a.decided(c, err)
 		case Retry:
-			_, err := st.Retry(ctx, core.RetryParams{Claim: c, RunAfter: a.at(s.Delay), Message: "retried by " + a.name})
+			_, err := st.Retry(ctx, core.RetryParams{Claim: c, Delay: s.Delay, Message: "retried by " + a.name})
 			a.decided(c, err)
 		}
 	case ClaimExpired:
@@ -332,7 +332,7 @@ func (a *actor) do(ctx context.Context, s Step) {
 		}
 		var err error
 		if s.Kind == Requeue {
-			_, err = st.Requeue(ctx, core.RequeueParams{ReapClaim: rc, RunAfter: a.at(s.Delay)})
+			_, err = st.Requeue(ctx, core.RequeueParams{ReapClaim: rc, Delay: s.Delay})
 		} else {
 			_, err = st.Finalize(ctx, core.FinalizeParams{ReapClaim: rc, Message: "given up by " + a.name})
 		}

@@ -22,7 +22,7 @@ type Input struct {
 	Expect    uint64        // InspectRequeue, Remove
 	Lease     time.Duration // Pop, Extend; the claim TTL of ClaimExpired; the delay of RecoverExpired
 	Limit     int           // Promote, Pop (batch size), ClaimExpired, RecoverExpired, Prune, List
-	RunAfter  time.Time     // Retry, Requeue
+	Delay     time.Duration // Retry, Requeue: RunAfter = now + Delay
 	Message   string        // Fail, Retry, Requeue, Finalize
 	Result    []byte        // Ack
 	State     State         // List
@@ -62,11 +62,11 @@ func Apply(q Queue, in Input) (Queue, Output) {
 	case OpFail:
 		next, out.Task, out.Err = q.Fail(in.Now, in.Claim, in.Message)
 	case OpRetry:
-		next, out.Task, out.Err = q.Retry(in.Now, in.Claim, in.RunAfter, in.Message)
+		next, out.Task, out.Err = q.Retry(in.Now, in.Claim, in.Delay, in.Message)
 	case OpClaimExpired:
 		next, out.ReapClaims, out.Err = q.ClaimExpired(in.Now, in.Lease, in.Limit)
 	case OpRequeue:
-		next, out.Task, out.Err = q.Requeue(in.Now, in.ReapClaim, in.RunAfter, in.Message)
+		next, out.Task, out.Err = q.Requeue(in.Now, in.ReapClaim, in.Delay, in.Message)
 	case OpFinalize:
 		next, out.Task, out.Err = q.Finalize(in.Now, in.ReapClaim, in.Message)
 	case OpRecoverExpired:

@@ -64,7 +64,7 @@ func TestAckBatchAnswersEachItemAsAckWould(t *testing.T) {
 	// is stale.
 	c := s.pop(time.Minute).Claim()
 	rc := s.advance(time.Minute).claimExpired()
-	q, _, err := s.q.Requeue(s.now, rc, time.Time{}, "")
+	q, _, err := s.q.Requeue(s.now, rc, 0, "")
 	s.must(err, "Requeue")
 	s.q = q
 	a, b := s.pop(time.Minute).Claim(), s.pop(time.Minute).Claim()

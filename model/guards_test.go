@@ -86,7 +86,7 @@ func TestGuardClaimTokenRefusesEveryOtherToken(t *testing.T) {
 		}
 	}
 	// The claim of a task returned to the queue and popped again is stale.
-	q, _, err := s.q.Retry(s.now, c, time.Time{}, "again")
+	q, _, err := s.q.Retry(s.now, c, 0, "again")
 	s.must(err, "Retry")
 	s.q = q
 	fresh := s.pop(time.Minute).Claim()
@@ -133,7 +133,7 @@ func TestGuardReapVersionRefusesAfterAnyChange(t *testing.T) {
 			rc := s.advance(time.Minute).claimExpired()
 			ch.do(s, c)
 			requeue := func() (model.Queue, error) {
-				q, _, err := s.q.Requeue(s.now, rc, time.Time{}, "")
+				q, _, err := s.q.Requeue(s.now, rc, 0, "")
 				return q, err
 			}
 			finalize := func() (model.Queue, error) {
@@ -254,7 +254,7 @@ func TestRecoverExpiredFailsOnlyExhaustedTasks(t *testing.T) {
 		for i := range tc.pops {
 			c := s.pop(time.Minute).Claim()
 			if i < tc.pops-1 {
-				q, _, err := s.q.Retry(s.now, c, time.Time{}, "")
+				q, _, err := s.q.Retry(s.now, c, 0, "")
 				s.must(err, "Retry")
 				s.q = q
 			}
@@ -310,7 +310,7 @@ func TestGuardFirstInLinePopsByPriorityThenReadyOrder(t *testing.T) {
 	if first[0].ID != "high" {
 		t.Fatalf("first pop: %s", first[0].ID)
 	}
-	q, _, _ = q.Retry(t0, first[0].Claim(), time.Time{}, "")
+	q, _, _ = q.Retry(t0, first[0].Claim(), 0, "")
 	_, all, err := q.Pop(t0, time.Minute, model.MaxBatch)
 	if err != nil {
 		t.Fatal(err)
@@ -353,10 +353,10 @@ func TestGuardOrderValidationThenExistenceThenIdentityThenState(t *testing.T) {
 	if _, _, err := rq.Remove("missing", 1); !errors.Is(err, model.ErrNotFound) {
 		t.Errorf("missing task with an expected version: %v, want not found", err)
 	}
-	if _, _, err := rq.Requeue(s.now, model.ReapClaim{TaskID: "missing", Version: 0}, time.Time{}, ""); !errors.Is(err, model.ErrInvalidArgument) {
+	if _, _, err := rq.Requeue(s.now, model.ReapClaim{TaskID: "missing", Version: 0}, 0, ""); !errors.Is(err, model.ErrInvalidArgument) {
 		t.Errorf("zero version on a missing task: %v, want invalid argument", err)
 	}
-	if _, _, err := rq.Requeue(s.now, model.ReapClaim{TaskID: "missing", Version: 1}, time.Time{}, ""); !errors.Is(err, model.ErrStaleClaim) {
+	if _, _, err := rq.Requeue(s.now, model.ReapClaim{TaskID: "missing", Version: 1}, 0, ""); !errors.Is(err, model.ErrStaleClaim) {
 		t.Errorf("broker claim on a missing task: %v, want stale claim", err)
 	}
 }

@@ -143,11 +143,17 @@ func (q Queue) Fail(now time.Time, c Claim, message string) (Queue, Task, error)
 	return q.replace(t, n), n, nil
 }
 
-// Retry records the handler's message and returns the task to the queue: it
-// is Scheduled if runAfter is after now, else Ready.
+// Retry records the handler's message and returns the task to the queue
+// with RunAfter = now + delay, judged on the store's clock (the caller's
+// clock plays no part; see [RunAfter]): Scheduled if the delay is at least
+// a microsecond, else Ready with RunAfter unset.
 //
-// Errors: ErrInvalidArgument, ErrStaleClaim, ErrInvalidTransition.
-func (q Queue) Retry(now time.Time, c Claim, runAfter time.Time, message string) (Queue, Task, error) {
+// Errors: ErrInvalidArgument (a delay outside 0..MaxDuration),
+// ErrStaleClaim, ErrInvalidTransition.
+func (q Queue) Retry(now time.Time, c Claim, delay time.Duration, message string) (Queue, Task, error) {
+	if err := ValidateDelay(delay); err != nil {
+		return q, Task{}, err
+	}
 	t, err := q.claimed(OpRetry, c)
 	if err != nil {
 		return q, Task{}, err
@@ -155,7 +161,7 @@ func (q Queue) Retry(now time.Time, c Claim, runAfter time.Time, message string)
 	n := *t
 	q, n.Version = q.stamp()
 	n.Errors = t.withError(TaskError{Attempt: t.Attempt, At: now, Message: message})
-	n.queueAt(now, runAfter)
+	n.queueAt(now, RunAfter(now, delay))
 	return q.replace(t, n), n, nil
 }
 
@@ -185,10 +191,16 @@ func (q Queue) ClaimExpired(now time.Time, claimTTL time.Duration, limit int) (Q
 
 // Requeue is a broker's decision to run a task again after its lease lapsed.
 // The lease-expired error (message, or LeaseExpiredMessage when empty) is
-// appended; the task is Scheduled if runAfter is after now, else Ready.
+// appended; the task returns to the queue with RunAfter = now + delay, on
+// the store's clock (see [RunAfter]): Scheduled if the delay is at least a
+// microsecond, else Ready with RunAfter unset.
 //
-// Errors: ErrInvalidArgument, ErrStaleClaim, ErrInvalidTransition.
-func (q Queue) Requeue(now time.Time, rc ReapClaim, runAfter time.Time, message string) (Queue, Task, error) {
+// Errors: ErrInvalidArgument (a delay outside 0..MaxDuration),
+// ErrStaleClaim, ErrInvalidTransition.
+func (q Queue) Requeue(now time.Time, rc ReapClaim, delay time.Duration, message string) (Queue, Task, error) {
+	if err := ValidateDelay(delay); err != nil {
+		return q, Task{}, err
+	}
 	t, err := q.reaped(OpRequeue, rc)
 	if err != nil {
 		return q, Task{}, err
@@ -196,7 +208,7 @@ func (q Queue) Requeue(now time.Time, rc ReapClaim, runAfter time.Time, message 
 	n := *t
 	q, n.Version = q.stamp()
 	n.Errors = t.withError(leaseError(t, now, message))
-	n.queueAt(now, runAfter)
+	n.queueAt(now, RunAfter(now, delay))
 	return q.replace(t, n), n, nil
 }
 
@@ -222,8 +234,8 @@ func (q Queue) Finalize(now time.Time, rc ReapClaim, message string) (Queue, Tas
 // Failed, any other returns to the queue with RunAfter = now + delay. It
 // returns the tasks as it left them.
 func (q Queue) RecoverExpired(now time.Time, delay time.Duration, limit int) (Queue, []Task, error) {
-	if delay < 0 {
-		return q, nil, invalid("retry delay %v < 0", delay)
+	if err := ValidateDelay(delay); err != nil {
+		return q, nil, err
 	}
 	if limit < 0 {
 		return q, nil, invalid("limit %d < 0", limit)
@@ -430,6 +442,18 @@ func (t *Task) queueAt(now, runAfter time.Time) {
 	t.FinishedAt = time.Time{}
 }
 
+// RunAfter is the RunAfter that Retry and Requeue give a task that runs
+// again after delay on the store's clock reading now: now + delay, the
+// delay truncated to the microsecond (the precision of stored times), and
+// unset when that leaves no delay.
+func RunAfter(now time.Time, delay time.Duration) time.Time {
+	delay = delay.Truncate(time.Microsecond)
+	if delay <= 0 {
+		return time.Time{}
+	}
+	return now.Add(delay)
+}
+
 // finish moves a Running task to a terminal state.
 func (t *Task) finish(s State, now time.Time) {
 	t.State = s
@@ -447,6 +471,16 @@ func leaseError(t *Task, now time.Time, message string) TaskError {
 // ValidateID returns ErrInvalidArgument unless id has 1..MaxIDLength bytes.
 // Every operation that names a task checks it first, reads included.
 func ValidateID(id string) error { return validID(id) }
+
+// ValidateDelay returns ErrInvalidArgument unless delay is within
+// 0..MaxDuration: the retry delay of Retry, Requeue and RecoverExpired, which
+// the store adds to its own clock reading.
+func ValidateDelay(delay time.Duration) error {
+	if delay < 0 || delay > MaxDuration {
+		return invalid("retry delay %v outside 0..%v", delay, MaxDuration)
+	}
+	return nil
+}
 
 func validID(id string) error {
 	if id == "" || len(id) > MaxIDLength {

@@ -88,7 +88,7 @@ var routes = []route{
 	{"retried for later", model.Scheduled, func(s *script) {
 		s.enqueue("t", time.Time{}, 3)
 		c := s.pop(time.Minute).Claim()
-		q, _, err := s.q.Retry(s.now, c, s.now.Add(time.Hour), "later")
+		q, _, err := s.q.Retry(s.now, c, time.Hour, "later")
 		s.must(err, "Retry")
 		s.q = q
 	}},
@@ -96,7 +96,7 @@ var routes = []route{
 		s.enqueue("t", time.Time{}, 3)
 		s.pop(time.Minute)
 		rc := s.advance(time.Minute).claimExpired()
-		q, _, err := s.q.Requeue(s.now, rc, s.now.Add(time.Hour), "")
+		q, _, err := s.q.Requeue(s.now, rc, time.Hour, "")
 		s.must(err, "Requeue")
 		s.q = q
 	}},
@@ -116,7 +116,7 @@ var routes = []route{
 	}},
 	{"retried at once", model.Ready, func(s *script) {
 		s.enqueue("t", time.Time{}, 3)
-		q, _, err := s.q.Retry(s.now, s.pop(time.Minute).Claim(), time.Time{}, "again")
+		q, _, err := s.q.Retry(s.now, s.pop(time.Minute).Claim(), 0, "again")
 		s.must(err, "Retry")
 		s.q = q
 	}},
@@ -124,7 +124,7 @@ var routes = []route{
 		s.enqueue("t", time.Time{}, 3)
 		s.pop(time.Minute)
 		rc := s.advance(time.Minute).claimExpired()
-		q, _, err := s.q.Requeue(s.now, rc, time.Time{}, "")
+		q, _, err := s.q.Requeue(s.now, rc, 0, "")
 		s.must(err, "Requeue")
 		s.q = q
 	}},
@@ -240,9 +240,9 @@ func applyWithGuard(s *script, op model.Op, task model.Task) (next model.Queue, 
 	case model.OpFail:
 		next, _, err = q.Fail(s.now, claim, "m")
 	case model.OpRetry:
-		next, _, err = q.Retry(s.now, claim, time.Time{}, "m")
+		next, _, err = q.Retry(s.now, claim, 0, "m")
 	case model.OpRequeue:
-		next, _, err = q.Requeue(s.now, reap, time.Time{}, "")
+		next, _, err = q.Requeue(s.now, reap, 0, "")
 	case model.OpFinalize:
 		next, _, err = q.Finalize(s.now, reap, "")
 	case model.OpInspectRequeue:
@@ -376,7 +376,7 @@ func stale(s *script, op model.Op, c model.Claim) (model.Queue, model.Task, erro
 	case model.OpFail:
 		return s.q.Fail(s.now, c, "")
 	default:
-		return s.q.Retry(s.now, c, time.Time{}, "")
+		return s.q.Retry(s.now, c, 0, "")
 	}
 }
 

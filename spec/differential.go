@@ -308,6 +308,15 @@ func (d *diffRun) runAfter() time.Time {
 	return d.clock.Now().Add(time.Duration(k) * ms)
 }
 
+// delay is a retry delay: mostly none or a few ms, rarely an invalid one
+// (negative, or beyond model.MaxDuration).
+func (d *diffRun) delay() time.Duration {
+	if d.rare("invalid delay?") {
+		return pick(d, "invalid delay", -ms, -time.Nanosecond, model.MaxDuration+time.Microsecond)
+	}
+	return time.Duration(pick(d, "delay ms", 0, 0, 0, 1, 5, 20)) * ms
+}
+
 // claim is mostly a claim an earlier Pop handed out (so often stale by now),
 // sometimes forged.
 func (d *diffRun) claim() core.Claim {
@@ -506,10 +515,10 @@ func (d *diffRun) fail(ctx context.Context) (string, error) {
 }
 
 func (d *diffRun) retry(ctx context.Context) (string, error) {
-	p := core.RetryParams{Claim: d.claim(), RunAfter: d.runAfter(), Message: "retry"}
+	p := core.RetryParams{Claim: d.claim(), Delay: d.delay(), Message: "retry"}
 	res, err := d.s.Retry(ctx, p)
 	d.seen(res.Task)
-	return fmt.Sprintf("Retry(%s runAfter=%s)", describeClaim(p.Claim), formatTime(p.RunAfter)), err
+	return fmt.Sprintf("Retry(%s delay=%v)", describeClaim(p.Claim), p.Delay), err
 }
 
 func (d *diffRun) claimExpired(ctx context.Context) (string, error) {
@@ -530,10 +539,10 @@ func (d *diffRun) claimExpired(ctx context.Context) (string, error) {
 }
 
 func (d *diffRun) requeue(ctx context.Context) (string, error) {
-	p := core.RequeueParams{ReapClaim: d.reap(), RunAfter: d.runAfter(), Message: pick(d, "message", "", "lost")}
+	p := core.RequeueParams{ReapClaim: d.reap(), Delay: d.delay(), Message: pick(d, "message", "", "lost")}
 	res, err := d.s.Requeue(ctx, p)
 	d.seen(res.Task)
-	return fmt.Sprintf("Requeue(%s runAfter=%s)", describeReap(p.ReapClaim), formatTime(p.RunAfter)), err
+	return fmt.Sprintf("Requeue(%s delay=%v)", describeReap(p.ReapClaim), p.Delay), err
 }
 
 func (d *diffRun) finalize(ctx context.Context) (string, error) {

@@ -141,7 +141,7 @@ func (s *ModelStore) Fail(ctx context.Context, p core.FailParams) (core.TaskResu
 
 // Retry implements core.Store.
 func (s *ModelStore) Retry(ctx context.Context, p core.RetryParams) (core.TaskResult, error) {
-	return taskResult(s.apply(ctx, p.Claim.Queue, model.Input{Op: model.OpRetry, Claim: p.Claim, RunAfter: p.RunAfter, Message: p.Message}))
+	return taskResult(s.apply(ctx, p.Claim.Queue, model.Input{Op: model.OpRetry, Claim: p.Claim, Delay: p.Delay, Message: p.Message}))
 }
 
 // ClaimExpired implements core.Store.
@@ -152,7 +152,7 @@ func (s *ModelStore) ClaimExpired(ctx context.Context, p core.ClaimExpiredParams
 
 // Requeue implements core.Store.
 func (s *ModelStore) Requeue(ctx context.Context, p core.RequeueParams) (core.TaskResult, error) {
-	return taskResult(s.apply(ctx, p.ReapClaim.Queue, model.Input{Op: model.OpRequeue, ReapClaim: p.ReapClaim, RunAfter: p.RunAfter, Message: p.Message}))
+	return taskResult(s.apply(ctx, p.ReapClaim.Queue, model.Input{Op: model.OpRequeue, ReapClaim: p.ReapClaim, Delay: p.Delay, Message: p.Message}))
 }
 
 // Finalize implements core.Store.

@@ -62,9 +62,10 @@ type Step struct {
 	Expect string
 	// Priority and MaxAttempts are Enqueue's (MaxAttempts 0 means 3).
 	Priority, MaxAttempts int
-	// Delay sets RunAfter = now + Delay for Enqueue, Retry and Requeue (0
-	// leaves RunAfter zero: run at once); it is RecoverExpired's retry delay,
-	// and Prune prunes tasks finished before now − Delay.
+	// Delay sets RunAfter = now + Delay for Enqueue (0 leaves RunAfter
+	// zero: run at once); it is the retry delay of Retry, Requeue and
+	// RecoverExpired, which the store adds to its own clock, and Prune
+	// prunes tasks finished before now − Delay.
 	Delay time.Duration
 	// Lease is the lease of Pop and Extend, the claim TTL of ClaimExpired.
 	Lease time.Duration
@@ -268,7 +269,7 @@ func (r *scenarioRun) step(where string, st Step) {
 	case model.OpFail:
 		_, err = r.s.Fail(ctx, core.FailParams{Claim: r.claim(st.Label, q), Message: st.Text})
 	case model.OpRetry:
-		_, err = r.s.Retry(ctx, core.RetryParams{Claim: r.claim(st.Label, q), RunAfter: runAfter, Message: st.Text})
+		_, err = r.s.Retry(ctx, core.RetryParams{Claim: r.claim(st.Label, q), Delay: st.Delay, Message: st.Text})
 	case model.OpClaimExpired:
 		var res core.ReapResult
 		res, err = r.s.ClaimExpired(ctx, core.ClaimExpiredParams{Queue: q, ClaimTTL: st.Lease, Limit: st.N})
@@ -277,7 +278,7 @@ func (r *scenarioRun) step(where string, st Step) {
 			r.reaps[labelFor(st.Label, c.TaskID, len(res.Claims))] = c
 		}
 	case model.OpRequeue:
-		_, err = r.s.Requeue(ctx, core.RequeueParams{ReapClaim: r.reap(st.Label, q), RunAfter: runAfter, Message: st.Text})
+		_, err = r.s.Requeue(ctx, core.RequeueParams{ReapClaim: r.reap(st.Label, q), Delay: st.Delay, Message: st.Text})
 	case model.OpFinalize:
 		_, err = r.s.Finalize(ctx, core.FinalizeParams{ReapClaim: r.reap(st.Label, q), Message: st.Text})
 	case model.OpRecoverExpired:

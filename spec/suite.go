@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -342,7 +343,7 @@ var suite = []suiteCase{
 
 		t = e.popID("t1")
 		later := e.now().Add(time.Minute)
-		res, err = e.s.Retry(e.ctx, core.RetryParams{Claim: t.Claim(), RunAfter: later, Message: "later"})
+		res, err = e.s.Retry(e.ctx, core.RetryParams{Claim: t.Claim(), Delay: time.Minute, Message: "later"})
 		e.ok("Retry", err)
 		if res.Task.State != core.Scheduled || !res.Task.RunAfter.Equal(later) || res.Task.ClaimToken != 0 || len(res.Task.Errors) != 2 {
 			e.t.Errorf("Retry to Scheduled: %s", formatTask(res.Task))
@@ -394,6 +395,56 @@ var suite = []suiteCase{
 				_, err := e.s.Extend(e.ctx, core.ExtendParams{Claim: c, Lease: l})
 				return err
 			})
+		}
+	}},
+	{name: "RetryAndRequeueRunAgainAfterTheDelayOnTheStoresClock", run: func(e *env) {
+		for i, d := range []time.Duration{0, time.Microsecond, 1500 * time.Millisecond} {
+			w, b := fmt.Sprint("w", i), fmt.Sprint("b", i)
+			_, rc := e.reaped(b)
+			_, c := e.running(w)
+			e.clock.Advance(time.Second)
+			ret, err := e.s.Retry(e.ctx, core.RetryParams{Claim: c, Delay: d, Message: "again"})
+			e.ok("Retry", err)
+			req, err := e.s.Requeue(e.ctx, core.RequeueParams{ReapClaim: rc, Delay: d})
+			e.ok("Requeue", err)
+			want, runAfter := core.Ready, time.Time{}
+			if d > 0 {
+				want, runAfter = core.Scheduled, e.now().Add(d)
+			}
+			for _, r := range []core.TaskResult{ret, req} {
+				if !r.Now.Equal(e.now()) || !r.Task.RunAfter.Equal(runAfter) || r.Task.State != want {
+					e.t.Errorf("delay %v: now %s, task %s; want RunAfter %s and %v",
+						d, formatTime(r.Now), formatTask(r.Task), formatTime(runAfter), want)
+				}
+			}
+			for _, id := range []string{w, b} {
+				_, err := e.s.Remove(e.ctx, core.InspectParams{Queue: e.q, ID: id})
+				e.ok("Remove", err)
+			}
+		}
+	}},
+	{name: "RejectsADelayOutsideZeroToMaxDuration", run: func(e *env) {
+		_, rc := e.reaped("b")
+		_, c := e.running("w")
+		for _, d := range []time.Duration{-time.Nanosecond, -time.Second, model.MaxDuration + time.Microsecond, math.MaxInt64} {
+			e.rejects(core.ErrInvalidArgument, func() error {
+				_, err := e.s.Retry(e.ctx, core.RetryParams{Claim: c, Delay: d})
+				return err
+			})
+			e.rejects(core.ErrInvalidArgument, func() error {
+				_, err := e.s.Requeue(e.ctx, core.RequeueParams{ReapClaim: rc, Delay: d})
+				return err
+			})
+			e.rejects(core.ErrInvalidArgument, func() error {
+				_, err := e.s.RecoverExpired(e.ctx, core.RecoverExpiredParams{Queue: e.q, Delay: d})
+				return err
+			})
+		}
+		if _, err := e.s.Retry(e.ctx, core.RetryParams{Claim: c, Delay: model.MaxDuration}); err != nil {
+			e.ok("Retry with model.MaxDuration", err)
+		}
+		if _, err := e.s.Requeue(e.ctx, core.RequeueParams{ReapClaim: rc, Delay: model.MaxDuration}); err != nil {
+			e.ok("Requeue with model.MaxDuration", err)
 		}
 	}},
 	{name: "RejectsASecondDecisionOnAFinishedTaskAsAnInvalidTransition", run: func(e *env) {
@@ -491,7 +542,7 @@ var suite = []suiteCase{
 		claims, err := e.s.ClaimExpired(e.ctx, core.ClaimExpiredParams{Queue: e.q, ClaimTTL: time.Second})
 		e.ok("ClaimExpired", err)
 		later := e.now().Add(time.Minute)
-		res, err = e.s.Requeue(e.ctx, core.RequeueParams{ReapClaim: claims.Claims[0], RunAfter: later, Message: "worker lost"})
+		res, err = e.s.Requeue(e.ctx, core.RequeueParams{ReapClaim: claims.Claims[0], Delay: time.Minute, Message: "worker lost"})
 		e.ok("Requeue", err)
 		if res.Task.State != core.Scheduled || !res.Task.RunAfter.Equal(later) || res.Task.LeaseLosses() != 2 ||
 			res.Task.Errors[1].Message != "worker lost" || res.Task.Errors[1].Attempt != 2 {

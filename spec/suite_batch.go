@@ -66,7 +66,7 @@ var batchSuite = []suiteCase{
 		bs := e.batch()
 		staleOld, rc := e.reaped("taken")
 		// A broker requeued it for later: the worker's claim is stale.
-		_, err := e.s.Requeue(e.ctx, core.RequeueParams{ReapClaim: rc, RunAfter: e.now().Add(time.Hour)})
+		_, err := e.s.Requeue(e.ctx, core.RequeueParams{ReapClaim: rc, Delay: time.Hour})
 		e.ok("Requeue", err)
 		stale, _ := e.reaped("stale") // a broker claimed it but has not decided: the worker's claim still holds it
 		_, a := e.running("a")

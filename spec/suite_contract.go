@@ -36,7 +36,7 @@ var contractSuite = []suiteCase{
 		e.ok("Extend", err)
 		wantNow("Extend", ext.Now)
 		step()
-		ret, err := e.s.Retry(e.ctx, core.RetryParams{Claim: c, RunAfter: e.now().Add(time.Millisecond)})
+		ret, err := e.s.Retry(e.ctx, core.RetryParams{Claim: c, Delay: time.Millisecond})
 		e.ok("Retry", err)
 		wantNow("Retry", ret.Now)
 		step()

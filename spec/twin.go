@@ -149,7 +149,7 @@ func (w *twin) Fail(ctx context.Context, p core.FailParams) (core.TaskResult, er
 func (w *twin) Retry(ctx context.Context, p core.RetryParams) (core.TaskResult, error) {
 	got, gerr := w.store.Retry(ctx, p)
 	want, werr := w.model.Retry(ctx, p)
-	w.after(p.Claim.Queue, fmt.Sprintf("Retry(%s runAfter=%s %q)", describeClaim(p.Claim), formatTime(p.RunAfter), p.Message), taskDiff(got, gerr, want, werr))
+	w.after(p.Claim.Queue, fmt.Sprintf("Retry(%s delay=%v %q)", describeClaim(p.Claim), p.Delay, p.Message), taskDiff(got, gerr, want, werr))
 	return got, gerr
 }
 
@@ -169,7 +169,7 @@ func (w *twin) ClaimExpired(ctx context.Context, p core.ClaimExpiredParams) (cor
 func (w *twin) Requeue(ctx context.Context, p core.RequeueParams) (core.TaskResult, error) {
 	got, gerr := w.store.Requeue(ctx, p)
 	want, werr := w.model.Requeue(ctx, p)
-	w.after(p.ReapClaim.Queue, fmt.Sprintf("Requeue(%s runAfter=%s %q)", describeReap(p.ReapClaim), formatTime(p.RunAfter), p.Message), taskDiff(got, gerr, want, werr))
+	w.after(p.ReapClaim.Queue, fmt.Sprintf("Requeue(%s delay=%v %q)", describeReap(p.ReapClaim), p.Delay, p.Message), taskDiff(got, gerr, want, werr))
 	return got, gerr
 }
 

@@ -160,6 +160,19 @@ func (d *diff) limit(maxLimit int) int {
 
 // lease returns a positive duration of whole milliseconds, or rarely 0 or a
 // negative one.
+// delay is a retry delay: none, up to 3 s, rarely a negative one.
+func (d *diff) delay() time.Duration {
+	switch d.rng.IntN(5) {
+	case 0:
+		return 0
+	case 1:
+		if d.oneIn(6) {
+			return -d.dur(1)
+		}
+	}
+	return d.dur(3000)
+}
+
 func (d *diff) lease(maxMillis int) time.Duration {
 	if d.rng.IntN(30) == 0 {
 		return -d.dur(1)
@@ -216,13 +229,13 @@ func (d *diff) step() {
 		p := core.FailParams{Claim: d.claim(), Message: d.pick([]string{"", "boom"})}
 		both(fmt.Sprintf("Fail(%+v)", p), func(s core.Store) (any, error) { return s.Fail(ctx, p) })
 	case 11:
-		p := core.RetryParams{Claim: d.claim(), RunAfter: d.future(), Message: "again"}
+		p := core.RetryParams{Claim: d.claim(), Delay: d.delay(), Message: "again"}
 		both(fmt.Sprintf("Retry(%+v)", p), func(s core.Store) (any, error) { return s.Retry(ctx, p) })
 	case 12, 20:
 		p := core.ClaimExpiredParams{Queue: d.queue(), ClaimTTL: d.lease(2000), Limit: d.limit(3)}
 		both(fmt.Sprintf("ClaimExpired(%+v)", p), func(s core.Store) (any, error) { return s.ClaimExpired(ctx, p) })
 	case 13, 21:
-		p := core.RequeueParams{ReapClaim: d.reap(), RunAfter: d.future(), Message: d.pick([]string{"", "late"})}
+		p := core.RequeueParams{ReapClaim: d.reap(), Delay: d.delay(), Message: d.pick([]string{"", "late"})}
 		both(fmt.Sprintf("Requeue(%s v%d)", p.ReapClaim.TaskID, p.ReapClaim.Version), func(s core.Store) (any, error) { return s.Requeue(ctx, p) })
 	case 14, 22:
 		p := core.FinalizeParams{ReapClaim: d.reap(), Message: d.pick([]string{"", "gone"})}
@@ -1006,7 +1019,7 @@ func TestConcurrentWorkersAndBrokersAccountForEveryTask(t *testing.T) {
 					} else if !errors.Is(err, core.ErrStaleClaim) {
 						problem("Finalize: %v", err)
 					}
-				} else if _, err := s.Requeue(ctx, core.RequeueParams{ReapClaim: rc, RunAfter: clock.Now().Add(time.Second)}); err != nil && !errors.Is(err, core.ErrStaleClaim) {
+				} else if _, err := s.Requeue(ctx, core.RequeueParams{ReapClaim: rc, Delay: time.Second}); err != nil && !errors.Is(err, core.ErrStaleClaim) {
 					problem("Requeue: %v", err)
 				}
 			}

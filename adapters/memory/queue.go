@@ -390,7 +390,10 @@ func (q *queue) fail(now time.Time, c model.Claim, message string) (model.Task, 
 	return snapshot(t), nil
 }
 
-func (q *queue) retry(now time.Time, c model.Claim, runAfter time.Time, message string) (model.Task, error) {
+func (q *queue) retry(now time.Time, c model.Claim, delay time.Duration, message string) (model.Task, error) {
+	if err := model.ValidateDelay(delay); err != nil {
+		return model.Task{}, err
+	}
 	t, err := q.claimed(model.OpRetry, c)
 	if err != nil {
 		return model.Task{}, err
@@ -398,7 +401,7 @@ func (q *queue) retry(now time.Time, c model.Claim, runAfter time.Time, message 
 	q.unindex(t)
 	t.Version = q.stamp()
 	t.Errors = append(t.Errors, model.TaskError{Attempt: t.Attempt, At: now, Message: message})
-	queueAt(t, now, instant(runAfter))
+	queueAt(t, now, instant(model.RunAfter(now, delay)))
 	q.index(t)
 	return snapshot(t), nil
 }
@@ -432,7 +435,10 @@ func (q *queue) claimExpired(now time.Time, claimTTL time.Duration, limit int) (
 	return out, nil
 }
 
-func (q *queue) requeue(now time.Time, rc model.ReapClaim, runAfter time.Time, message string) (model.Task, error) {
+func (q *queue) requeue(now time.Time, rc model.ReapClaim, delay time.Duration, message string) (model.Task, error) {
+	if err := model.ValidateDelay(delay); err != nil {
+		return model.Task{}, err
+	}
 	t, err := q.reaped(model.OpRequeue, rc)
 	if err != nil {
 		return model.Task{}, err
@@ -440,7 +446,7 @@ func (q *queue) requeue(now time.Time, rc model.ReapClaim, runAfter time.Time, m
 	q.unindex(t)
 	t.Version = q.stamp()
 	t.Errors = append(t.Errors, leaseError(t, now, message))
-	queueAt(t, now, instant(runAfter))
+	queueAt(t, now, instant(model.RunAfter(now, delay)))
 	q.index(t)
 	return snapshot(t), nil
 }
@@ -459,8 +465,8 @@ func (q *queue) finalize(now time.Time, rc model.ReapClaim, message string) (mod
 }
 
 func (q *queue) recoverExpired(now time.Time, delay time.Duration, limit int) ([]model.Task, error) {
-	if delay < 0 {
-		return nil, invalid("retry delay %v < 0", delay)
+	if err := model.ValidateDelay(delay); err != nil {
+		return nil, err
 	}
 	if limit < 0 {
 		return nil, invalid("limit %d < 0", limit)

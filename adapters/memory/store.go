@@ -200,7 +200,7 @@ func (s *Store) Fail(ctx context.Context, p core.FailParams) (core.TaskResult, e
 func (s *Store) Retry(ctx context.Context, p core.RetryParams) (core.TaskResult, error) {
 	var t model.Task
 	now, err := s.write(ctx, p.Claim.Queue, false, func(q *queue, now time.Time) (err error) {
-		t, err = q.retry(now, p.Claim, p.RunAfter, p.Message)
+		t, err = q.retry(now, p.Claim, p.Delay, p.Message)
 		return err
 	})
 	return taskResult(now, t, err)
@@ -225,7 +225,7 @@ func (s *Store) ClaimExpired(ctx context.Context, p core.ClaimExpiredParams) (co
 func (s *Store) Requeue(ctx context.Context, p core.RequeueParams) (core.TaskResult, error) {
 	var t model.Task
 	now, err := s.write(ctx, p.ReapClaim.Queue, false, func(q *queue, now time.Time) (err error) {
-		t, err = q.requeue(now, p.ReapClaim, p.RunAfter, p.Message)
+		t, err = q.requeue(now, p.ReapClaim, p.Delay, p.Message)
 		return err
 	})
 	return taskResult(now, t, err)

@@ -402,8 +402,9 @@ func (s *Store) Fail(ctx context.Context, p core.FailParams) (core.TaskResult, e
 
 // Retry implements core.Store.
 func (s *Store) Retry(ctx context.Context, p core.RetryParams) (core.TaskResult, error) {
-	return s.workerOp(ctx, nil, lockNotify, model.OpRetry, p.Claim, nil, s.q.retry, func(now time.Time) []any {
-		runAfter := ceil(p.RunAfter)
+	validate := func() error { return model.ValidateDelay(p.Delay) }
+	return s.workerOp(ctx, nil, lockNotify, model.OpRetry, p.Claim, validate, s.q.retry, func(now time.Time) []any {
+		runAfter := model.RunAfter(now, p.Delay)
 		text, raw := messageArgs(p.Message)
 		return []any{micros(now), text, int16(queuedState(now, runAfter)), micros(runAfter), raw}
 	})
@@ -472,9 +473,14 @@ func (o *opTx) soundDeadlines() error {
 
 // brokerOp runs a broker's decision: q is an UPDATE guarded by task ID,
 // version and state whose first three parameters are queue, ID and version.
-func (s *Store) brokerOp(ctx context.Context, op model.Op, rc model.ReapClaim, flags lockFlags, q string, args func(now time.Time) []any) (core.TaskResult, error) {
+func (s *Store) brokerOp(ctx context.Context, op model.Op, rc model.ReapClaim, flags lockFlags, check func() error, q string, args func(now time.Time) []any) (core.TaskResult, error) {
 	var task model.Task
 	validate := func() error {
+		if check != nil {
+			if err := check(); err != nil {
+				return err
+			}
+		}
 		if err := model.ValidateID(rc.TaskID); err != nil {
 			return err
 		}
@@ -522,8 +528,9 @@ func leaseMessage(m string) string {
 
 // Requeue implements core.Store.
 func (s *Store) Requeue(ctx context.Context, p core.RequeueParams) (core.TaskResult, error) {
-	return s.brokerOp(ctx, model.OpRequeue, p.ReapClaim, lockNotify, s.q.requeue, func(now time.Time) []any {
-		runAfter := ceil(p.RunAfter)
+	validate := func() error { return model.ValidateDelay(p.Delay) }
+	return s.brokerOp(ctx, model.OpRequeue, p.ReapClaim, lockNotify, validate, s.q.requeue, func(now time.Time) []any {
+		runAfter := model.RunAfter(now, p.Delay)
 		text, raw := messageArgs(leaseMessage(p.Message))
 		return []any{micros(now), text, int16(queuedState(now, runAfter)), micros(runAfter), raw}
 	})
@@ -531,7 +538,7 @@ func (s *Store) Requeue(ctx context.Context, p core.RequeueParams) (core.TaskRes
 
 // Finalize implements core.Store.
 func (s *Store) Finalize(ctx context.Context, p core.FinalizeParams) (core.TaskResult, error) {
-	return s.brokerOp(ctx, model.OpFinalize, p.ReapClaim, 0, s.q.finalize, func(now time.Time) []any {
+	return s.brokerOp(ctx, model.OpFinalize, p.ReapClaim, 0, nil, s.q.finalize, func(now time.Time) []any {
 		text, raw := messageArgs(leaseMessage(p.Message))
 		return []any{micros(now), text, raw}
 	})
@@ -540,8 +547,8 @@ func (s *Store) Finalize(ctx context.Context, p core.FinalizeParams) (core.TaskR
 // RecoverExpired implements core.Store.
 func (s *Store) RecoverExpired(ctx context.Context, p core.RecoverExpiredParams) (core.TasksResult, error) {
 	validate := func() error {
-		if p.Delay < 0 {
-			return invalid("retry delay %v < 0", p.Delay)
+		if err := model.ValidateDelay(p.Delay); err != nil {
+			return err
 		}
 		if p.Limit < 0 {
 			return invalid("limit %d < 0", p.Limit)

@@ -177,11 +177,11 @@ func TestWorkersAndBrokersRunEveryTaskToExactlyOneDecision(t *testing.T) {
 					if rng.IntN(8) == 0 { // stall past the claim TTL
 						pause(ctx, claimTTL+time.Duration(rng.IntN(10))*time.Millisecond)
 					}
-					var runAfter time.Time
+					var delay time.Duration
 					if rng.IntN(2) == 0 {
-						runAfter = r.Now.Add(time.Duration(rng.IntN(5)) * time.Millisecond)
+						delay = time.Duration(rng.IntN(5)) * time.Millisecond
 					}
-					_, err := s.Requeue(ctx, core.RequeueParams{ReapClaim: rc, RunAfter: runAfter})
+					_, err := s.Requeue(ctx, core.RequeueParams{ReapClaim: rc, Delay: delay})
 					switch {
 					case err == nil:
 					case errors.Is(err, core.ErrStaleClaim):

@@ -46,7 +46,7 @@ func ExampleOpen() {
 		log.Fatal(err)
 	}
 	for _, rc := range reaped.Claims {
-		_, err := store.Requeue(ctx, core.RequeueParams{ReapClaim: rc, RunAfter: reaped.Now.Add(time.Minute)})
+		_, err := store.Requeue(ctx, core.RequeueParams{ReapClaim: rc, Delay: time.Minute})
 		if errors.Is(err, core.ErrStaleClaim) {
 			continue // the worker acked late, or another broker took over
 		}

@@ -97,6 +97,15 @@ func validReapClaim(rc core.ReapClaim) error {
 	return nil
 }
 
+// delayArg checks a retry delay (model.ValidateDelay) and encodes it in µs,
+// truncated as model.RunAfter truncates it; the script adds it to its clock.
+func delayArg(d time.Duration) (string, error) {
+	if err := model.ValidateDelay(d); err != nil {
+		return "", err
+	}
+	return strconv.FormatInt(int64(d/time.Microsecond), 10), nil
+}
+
 func u64(v uint64) string { return strconv.FormatUint(v, 10) }
 
 // taskOp runs a script that returns one task.
@@ -273,7 +282,7 @@ func (s *Store) Retry(ctx context.Context, p core.RetryParams) (core.TaskResult,
 	if err := validClaim(p.Claim); err != nil {
 		return core.TaskResult{}, err
 	}
-	runAfter, err := micros("run after", p.RunAfter)
+	delay, err := delayArg(p.Delay)
 	if err != nil {
 		return core.TaskResult{}, err
 	}
@@ -282,7 +291,7 @@ func (s *Store) Retry(ctx context.Context, p core.RetryParams) (core.TaskResult,
 		return core.TaskResult{}, err
 	}
 	return s.taskOp(ctx, retryScript, p.Claim.Queue, p.Claim.TaskID,
-		now, p.Claim.TaskID, u64(p.Claim.Token), runAfter, p.Message)
+		now, p.Claim.TaskID, u64(p.Claim.Token), delay, p.Message)
 }
 
 // ClaimExpired implements core.Store.
@@ -324,7 +333,7 @@ func (s *Store) Requeue(ctx context.Context, p core.RequeueParams) (core.TaskRes
 	if err := validReapClaim(rc); err != nil {
 		return core.TaskResult{}, err
 	}
-	runAfter, err := micros("run after", p.RunAfter)
+	delay, err := delayArg(p.Delay)
 	if err != nil {
 		return core.TaskResult{}, err
 	}
@@ -333,7 +342,7 @@ func (s *Store) Requeue(ctx context.Context, p core.RequeueParams) (core.TaskRes
 		return core.TaskResult{}, err
 	}
 	return s.taskOp(ctx, requeueScript, rc.Queue, rc.TaskID,
-		now, rc.TaskID, u64(rc.Version), runAfter, p.Message)
+		now, rc.TaskID, u64(rc.Version), delay, p.Message)
 }
 
 // Finalize implements core.Store.
@@ -362,14 +371,11 @@ func (s *Store) RecoverExpired(ctx context.Context, p core.RecoverExpiredParams)
 	if err != nil {
 		return core.TasksResult{}, err
 	}
-	if p.Delay < 0 {
-		return core.TasksResult{Now: clockNow}, invalid("retry delay %v < 0", p.Delay)
-	}
-	if err := validLimit(p.Limit); err != nil {
+	delay, err := delayArg(p.Delay)
+	if err != nil {
 		return core.TasksResult{Now: clockNow}, err
 	}
-	delay, err := duration("retry delay", p.Delay)
-	if err != nil {
+	if err := validLimit(p.Limit); err != nil {
 		return core.TasksResult{Now: clockNow}, err
 	}
 	at, tasks, err := s.tasksOp(ctx, recoverExpiredScript, p.Queue, now, delay, p.Limit)

@@ -80,7 +80,7 @@ func (e *reapEnv) reap(after, ttl time.Duration) core.ReapClaim {
 func (e *reapEnv) staleDecisions(rc core.ReapClaim) {
 	e.t.Helper()
 	before := dump(e.t, e.c, e.s)
-	_, err := e.s.Requeue(e.ctx, core.RequeueParams{ReapClaim: rc, RunAfter: e.clock.Now().Add(time.Minute), Message: "stale requeue"})
+	_, err := e.s.Requeue(e.ctx, core.RequeueParams{ReapClaim: rc, Delay: time.Minute, Message: "stale requeue"})
 	if !errors.Is(err, core.ErrStaleClaim) {
 		e.t.Errorf("stale Requeue: %v, want ErrStaleClaim", err)
 	}
@@ -150,7 +150,7 @@ func TestRedisBrokerReap(t *testing.T) {
 			t.Fatalf("takeover version %d not after %d", rcB.Version, rcA.Version)
 		}
 		runAfter := e.clock.Now().Add(time.Minute)
-		requeued, err := e.s.Requeue(e.ctx, core.RequeueParams{ReapClaim: rcB, RunAfter: runAfter, Message: "B decided"})
+		requeued, err := e.s.Requeue(e.ctx, core.RequeueParams{ReapClaim: rcB, Delay: time.Minute, Message: "B decided"})
 		e.must("B requeue", err)
 		e.staleDecisions(rcA)
 

@@ -235,11 +235,11 @@ func (e *retransmitEnv) step() {
 		if !ok {
 			return
 		}
-		at := time.Time{}
+		var delay time.Duration
 		if e.rng.IntN(2) == 0 {
-			at = e.clock.Now().Add(time.Second)
+			delay = time.Second
 		}
-		_, err := e.via.Retry(ctx, core.RetryParams{Claim: c, RunAfter: at, Message: "again"})
+		_, err := e.via.Retry(ctx, core.RetryParams{Claim: c, Delay: delay, Message: "again"})
 		e.check("Retry "+c.TaskID, before, err, 1, 0)
 	case r < 74: // leases lapse; a broker claims them
 		e.clock.Advance(lease + time.Second)

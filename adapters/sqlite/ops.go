@@ -474,8 +474,9 @@ func (s *Store) Fail(ctx context.Context, p core.FailParams) (core.TaskResult, e
 
 // Retry implements core.Store.
 func (s *Store) Retry(ctx context.Context, p core.RetryParams) (core.TaskResult, error) {
-	return s.workerOp(ctx, model.OpRetry, p.Claim, nil, sqlRetry, func(now time.Time) []any {
-		runAfter := ceil(p.RunAfter)
+	validate := func() error { return model.ValidateDelay(p.Delay) }
+	return s.workerOp(ctx, model.OpRetry, p.Claim, validate, sqlRetry, func(now time.Time) []any {
+		runAfter := model.RunAfter(now, p.Delay)
 		text, raw := messageArgs(p.Message)
 		return []any{micros(now), text, int64(queuedState(now, runAfter)), micros(runAfter), raw}
 	})
@@ -598,9 +599,14 @@ func (t tx) settingAside(step func() error) error {
 // brokerOp runs a broker's decision: q is an UPDATE guarded by task ID,
 // version and Running state whose first three parameters are queue, ID and
 // version.
-func (s *Store) brokerOp(ctx context.Context, op model.Op, rc model.ReapClaim, q string, args func(now time.Time) []any) (core.TaskResult, error) {
+func (s *Store) brokerOp(ctx context.Context, op model.Op, rc model.ReapClaim, check func() error, q string, args func(now time.Time) []any) (core.TaskResult, error) {
 	var task model.Task
 	validate := func() error {
+		if check != nil {
+			if err := check(); err != nil {
+				return err
+			}
+		}
 		if err := model.ValidateID(rc.TaskID); err != nil {
 			return err
 		}
@@ -650,8 +656,9 @@ func leaseMessage(m string) string {
 
 // Requeue implements core.Store.
 func (s *Store) Requeue(ctx context.Context, p core.RequeueParams) (core.TaskResult, error) {
-	return s.brokerOp(ctx, model.OpRequeue, p.ReapClaim, sqlRequeue, func(now time.Time) []any {
-		runAfter := ceil(p.RunAfter)
+	validate := func() error { return model.ValidateDelay(p.Delay) }
+	return s.brokerOp(ctx, model.OpRequeue, p.ReapClaim, validate, sqlRequeue, func(now time.Time) []any {
+		runAfter := model.RunAfter(now, p.Delay)
 		text, raw := messageArgs(leaseMessage(p.Message))
 		return []any{micros(now), text, int64(queuedState(now, runAfter)), micros(runAfter), raw}
 	})
@@ -659,7 +666,7 @@ func (s *Store) Requeue(ctx context.Context, p core.RequeueParams) (core.TaskRes
 
 // Finalize implements core.Store.
 func (s *Store) Finalize(ctx context.Context, p core.FinalizeParams) (core.TaskResult, error) {
-	return s.brokerOp(ctx, model.OpFinalize, p.ReapClaim, sqlFinalize, func(now time.Time) []any {
+	return s.brokerOp(ctx, model.OpFinalize, p.ReapClaim, nil, sqlFinalize, func(now time.Time) []any {
 		text, raw := messageArgs(leaseMessage(p.Message))
 		return []any{micros(now), text, raw}
 	})
@@ -668,8 +675,8 @@ func (s *Store) Finalize(ctx context.Context, p core.FinalizeParams) (core.TaskR
 // RecoverExpired implements core.Store.
 func (s *Store) RecoverExpired(ctx context.Context, p core.RecoverExpiredParams) (core.TasksResult, error) {
 	validate := func() error {
-		if p.Delay < 0 {
-			return invalid("retry delay %v < 0", p.Delay)
+		if err := model.ValidateDelay(p.Delay); err != nil {
+			return err
 		}
 		if p.Limit < 0 {
 			return invalid("limit %d < 0", p.Limit)

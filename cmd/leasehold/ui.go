@@ -158,7 +158,7 @@ func demoTasks(ctx context.Context, s *memory.Store) error {
 		case i < 7:
 			_, err = s.Fail(ctx, core.FailParams{Claim: c, Message: "550 mailbox unavailable"})
 		case i < 9:
-			_, err = s.Retry(ctx, core.RetryParams{Claim: c, Message: "421 try again later", RunAfter: time.Now().Add(10 * time.Minute).Truncate(time.Microsecond)})
+			_, err = s.Retry(ctx, core.RetryParams{Claim: c, Message: "421 try again later", Delay: 10 * time.Minute})
 		}
 		if err != nil {
 			return err

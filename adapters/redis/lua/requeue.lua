@@ -1,6 +1,7 @@
 -- requeue.lua: Requeue is a broker's decision to run a task again after its
--- lease lapsed: the lease-expired error is appended and the task is
--- Scheduled if run_after is after now, else Ready. It applies only while the
+-- lease lapsed: the lease-expired error is appended and the task returns
+-- to the queue after a delay on the store's clock: Scheduled if the delay
+-- is not 0, else Ready. It applies only while the
 -- task is at the version the broker's claim stamped: any change since (a
 -- worker's ack or extend, another broker's claim, an operator's action)
 -- makes the decision stale, and it writes nothing.
@@ -9,7 +10,7 @@
 -- ARGV[1] now: µs, or '' for the server's TIME
 -- ARGV[2] task ID
 -- ARGV[3] the claim's version (decimal)
--- ARGV[4] run_after: µs, or '' for none
+-- ARGV[4] delay: µs, 0..MaxDuration; run_after = now + delay ('0': none)
 -- ARGV[5] message ('' for "lease expired")
 --
 -- Returns:
@@ -21,7 +22,7 @@
 --   {9, seq}                     SEQUENCE_EXHAUSTED
 return run(function()
   local now = clock(ARGV[1])
-  local run_after = arg_time(ARGV[4], 'run_after')
+  local run_after = ARGV[4] ~= '0' and later(now, ARGV[4], 'delay')
   local message = ARGV[5]
   if message == '' then message = 'lease expired' end
   local seq = load_seq()

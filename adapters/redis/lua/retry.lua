@@ -1,11 +1,12 @@
 -- retry.lua: Retry records the handler's message and returns the task to
--- the queue: Scheduled if run_after is after now, else Ready.
+-- the queue after a delay on the store's clock: Scheduled if the delay is
+-- not 0, else Ready.
 --
 -- KEYS: KEYS[1..11] as in lib.lua; KEYS[12] the task's key.
 -- ARGV[1] now: µs, or '' for the server's TIME
 -- ARGV[2] task ID
 -- ARGV[3] claim token (decimal)
--- ARGV[4] run_after: µs, or '' for none
+-- ARGV[4] delay: µs, 0..MaxDuration; run_after = now + delay ('0': none)
 -- ARGV[5] message
 --
 -- Returns:
@@ -17,7 +18,7 @@
 --   {9, seq}                     SEQUENCE_EXHAUSTED
 return run(function()
   local now = clock(ARGV[1])
-  local run_after = arg_time(ARGV[4], 'run_after')
+  local run_after = ARGV[4] ~= '0' and later(now, ARGV[4], 'delay')
   local seq = load_seq()
   local t = claimed(ARGV[2], ARGV[3], seq)
   reserve(seq, 1)
