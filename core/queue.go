@@ -167,10 +167,5 @@ func (q *Queue) Get(ctx context.Context, id string) (Task, error) {
 	return q.store.Get(ctx, GetParams{Queue: q.name, ID: id})
 }
 
-// truncate returns t in UTC at microsecond precision, the zero time as is.
-func truncate(t time.Time) time.Time {
-	if t.IsZero() {
-		return t
-	}
-	return t.UTC().Truncate(time.Microsecond)
-}
+// truncate rounds t by the stores' rule (model.Round).
+func truncate(t time.Time) time.Time { return model.Round(t) }

@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/leasehold/leasehold/model"
@@ -17,10 +16,13 @@ import (
 // Times are kept with microsecond precision; the zero time means "not set".
 // Delays (of Retry, Requeue and RecoverExpired) are added by the store to
 // its own clock reading, so no caller's clock decides when a task runs again.
-// Time arguments (RunAfter, Before) must be whole microseconds: Queue, Worker,
-// Broker and Inspector truncate the times they are given, and a caller of a
-// Store directly must do the same, or adapters may disagree on the last
-// fraction of a microsecond.
+// Every store rounds by one rule, model.Round (truncated to the microsecond,
+// in UTC): its clock readings, the times it is given (RunAfter, Before) and
+// the ones it computes (now + a lease, a claim TTL or a delay), so stores
+// agree on every fraction of a microsecond. Every store checks its
+// arguments with the model's rules (model.ValidateEnqueue, ValidateLease,
+// ValidateDelay and the others) before anything changes.
+//
 // A rejected operation changes nothing and returns an error for which
 // errors.Is holds with one of ErrInvalidArgument, ErrStaleClaim, ErrNotFound,
 // ErrInvalidTransition, ErrConflict, ErrQueueFull or ErrCorrupt; any other
@@ -311,23 +313,12 @@ type ListResult struct {
 }
 
 // MaxQueueNameLength is the longest queue name, in bytes.
-const MaxQueueNameLength = 128
+const MaxQueueNameLength = model.MaxQueueNameLength
 
 // ValidateQueueName returns ErrInvalidArgument unless name has 1 to
-// MaxQueueNameLength bytes, each a letter, digit or one of "-_.:". (Braces
-// are excluded so a name can stand inside a Redis Cluster hash tag.)
-func ValidateQueueName(name string) error {
-	if name == "" || len(name) > MaxQueueNameLength {
-		return fmt.Errorf("%w: queue name %q must have 1..%d bytes", ErrInvalidArgument, name, MaxQueueNameLength)
-	}
-	for _, r := range name {
-		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' || r == ':'
-		if !ok {
-			return fmt.Errorf("%w: queue name %q: character %q not allowed", ErrInvalidArgument, name, r)
-		}
-	}
-	return nil
-}
+// MaxQueueNameLength bytes, each a letter, digit or one of "-_.:"
+// (model.ValidateQueueName).
+func ValidateQueueName(name string) error { return model.ValidateQueueName(name) }
 
 // QueueLister is a Store that can name the queues it holds, for operators'
 // tools (`leasehold inspect queues`, `leasehold ui`). It is optional: a

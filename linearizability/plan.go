@@ -565,10 +565,15 @@ func (g stepGen) draw(t *rapid.T, role Role) Step {
 	s := Step{Kind: kind}
 	queue := func() { s.Queue = rapid.IntRange(0, len(g.p.Queues)-1).Draw(t, "queue") }
 	task := func() { s.Task = rapid.IntRange(0, len(g.p.Tasks)-1).Draw(t, "task") }
-	lease := func() { s.Lease = msDur(rapid.IntRange(1, 4).Draw(t, "lease")) }
+	// A fraction of a microsecond, now and then, so that the stores' one
+	// rounding rule (model.Round) is exercised on leases, times and delays.
+	subMicro := func(label string) time.Duration {
+		return []time.Duration{0, 0, 0, 0, 0, 500 * time.Nanosecond, 999 * time.Nanosecond}[rapid.IntRange(0, 6).Draw(t, label)]
+	}
+	lease := func() { s.Lease = msDur(rapid.IntRange(1, 4).Draw(t, "lease")) + subMicro("leaseNs") }
 	runAfter := func() {
 		if d := rapid.IntRange(0, 5).Draw(t, "runAfter"); d >= 4 {
-			s.Delay = msDur(d - 3)
+			s.Delay = msDur(d-3) + subMicro("delayNs")
 		}
 	}
 	limit := func() { s.N = rapid.IntRange(0, 2).Draw(t, "limit") }

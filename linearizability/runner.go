@@ -185,8 +185,10 @@ type actor struct {
 }
 
 // at returns the client's reading of the clock plus d, to the microsecond.
+// at is the client's reading of the clock plus d, not rounded: a store
+// rounds the times it is given (model.Round).
 func (a *actor) at(d time.Duration) time.Time {
-	return a.clock.Now().Add(d).Truncate(time.Microsecond)
+	return a.clock.Now().Add(d)
 }
 
 func (a *actor) see(ts ...model.Task) {

@@ -52,8 +52,8 @@ func (q Queue) AckBatch(now time.Time, items []AckItem) (Queue, []ItemResult, er
 		return q, nil, err
 	}
 	for i, a := range items {
-		if a.Claim.Queue != q.name {
-			return q, nil, invalid("ack batch of queue %q: item %d claims a task of queue %q", q.name, i, a.Claim.Queue)
+		if err := ValidateAckBatchItem(q.name, i, a.Claim); err != nil {
+			return q, nil, err
 		}
 	}
 	out := make([]ItemResult, len(items))
@@ -78,13 +78,4 @@ func BatchItemOp(op Op) (Op, bool) {
 		return OpAck, true
 	}
 	return 0, false
-}
-
-// CheckBatchSize is the rule every store applies to a batch operation's
-// number of items: 1 to MaxBatch, else ErrInvalidArgument.
-func CheckBatchSize(n int) error {
-	if n < 1 || n > MaxBatch {
-		return invalid("batch of %d items outside 1..%d", n, MaxBatch)
-	}
-	return nil
 }

@@ -97,7 +97,7 @@ func TestNamedOpsOnADamagedRecordAreCorrupt(t *testing.T) {
 	if err != nil || !errors.Is(items[0].Err, model.ErrCorrupt) || !next.Equal(q) {
 		t.Errorf("AckBatch item: %v, %+v", err, items)
 	}
-	next, _, err = q.Requeue(f.now, model.ReapClaim{Queue: "q", TaskID: "d-running", Version: c.Token}, time.Time{}, "")
+	next, _, err = q.Requeue(f.now, model.ReapClaim{Queue: "q", TaskID: "d-running", Version: c.Token}, 0, "")
 	refused(t, "Requeue", q, next, err, model.ErrCorrupt)
 	next, _, err = q.InspectRequeue("d-failed", 0)
 	refused(t, "InspectRequeue", q, next, err, model.ErrCorrupt)

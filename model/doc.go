@@ -75,6 +75,23 @@
 // version. A damaged queue-wide record (the sequence) cannot be set aside:
 // every operation that needs it is ErrCorrupt until it is repaired.
 //
+// # Arguments and times
+//
+// Every argument rule is written once, in this package ([ValidateEnqueue],
+// [ValidateLease], [ValidateDelay], [ValidateList], [CheckBatchSize] and the
+// others), and every store calls the same functions before it changes
+// anything, so an argument one store refuses with [ErrInvalidArgument]
+// every store refuses.
+//
+// Times have one rounding rule, [Round]: an instant is kept to the
+// microsecond, truncated towards the past, in UTC. The operations round the
+// instants they are given (a RunAfter, a Prune bound) and the ones they
+// compute (now + a lease, a claim TTL or a delay; a delay itself is
+// truncated to the microsecond first, see [RunAfter]), and the clock
+// reading a store passes as now is rounded the same way. So a RunAfter half
+// a microsecond after now is now (Ready), and a lease of 1.5µs ends 1µs
+// after now, on every store.
+//
 // # Calls
 //
 // One call of a store is one step of this model, applied at most once: a

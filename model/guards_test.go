@@ -285,9 +285,12 @@ func TestGuardFinishedBeforeIsStrict(t *testing.T) {
 	if _, ids, _ := q.Prune([]model.State{model.Failed}, done.FinishedAt.Add(time.Nanosecond), 0); len(ids) != 0 {
 		t.Errorf("pruned a succeeded task when asked for failed ones")
 	}
-	next, ids, _ := q.Prune([]model.State{model.Succeeded}, done.FinishedAt.Add(time.Nanosecond), 0)
+	if _, ids, _ := q.Prune([]model.State{model.Succeeded}, done.FinishedAt.Add(999*time.Nanosecond), 0); len(ids) != 0 {
+		t.Errorf("pruned with a bound less than a microsecond after FinishedAt, which rounds to it")
+	}
+	next, ids, _ := q.Prune([]model.State{model.Succeeded}, done.FinishedAt.Add(time.Microsecond), 0)
 	if !slices.Equal(ids, []string{"t"}) || next.Len() != 0 {
-		t.Errorf("Prune just after FinishedAt: %v", ids)
+		t.Errorf("Prune a microsecond after FinishedAt: %v", ids)
 	}
 }
 

@@ -20,14 +20,8 @@ type EnqueueArgs struct {
 // Errors: ErrInvalidArgument, ErrConflict (the ID exists, in any state),
 // ErrQueueFull.
 func (q Queue) Enqueue(now time.Time, a EnqueueArgs) (Queue, Task, error) {
-	if err := validID(a.ID); err != nil {
+	if err := ValidateEnqueue(a); err != nil {
 		return q, Task{}, err
-	}
-	if a.Priority < MinPriority || a.Priority > MaxPriority {
-		return q, Task{}, invalid("priority %d outside %d..%d", a.Priority, MinPriority, MaxPriority)
-	}
-	if a.MaxAttempts < 1 {
-		return q, Task{}, invalid("max attempts %d < 1", a.MaxAttempts)
 	}
 	if _, exists := q.tasks.Get(a.ID); exists {
 		return q, Task{}, fmt.Errorf("%w: task %q already exists", ErrConflict, a.ID)
@@ -45,7 +39,7 @@ func (q Queue) Enqueue(now time.Time, a EnqueueArgs) (Queue, Task, error) {
 		Version:     v,
 		EnqueuedAt:  now,
 	}
-	t.queueAt(now, a.RunAfter)
+	t.queueAt(now, Round(a.RunAfter))
 	return next.index(&t), t, nil
 }
 
@@ -53,8 +47,8 @@ func (q Queue) Enqueue(now time.Time, a EnqueueArgs) (Queue, Task, error) {
 // in order of RunAfter then ID, at most limit of them (0: no limit). It returns
 // the IDs it promoted.
 func (q Queue) Promote(now time.Time, limit int) (Queue, []string, error) {
-	if limit < 0 {
-		return q, nil, invalid("limit %d < 0", limit)
+	if err := ValidateLimit(limit); err != nil {
+		return q, nil, err
 	}
 	q, due := q.scan(q.scheduled, limit, func(t *Task) bool { return !t.RunAfter.After(now) })
 	ids := make([]string, 0, len(due))
@@ -73,11 +67,11 @@ func (q Queue) Promote(now time.Time, limit int) (Queue, []string, error) {
 // ClaimToken = its new Version, Attempt + 1 and Deadline = now + lease. An
 // empty queue returns no tasks and no error.
 func (q Queue) Pop(now time.Time, lease time.Duration, n int) (Queue, []Task, error) {
-	if lease <= 0 {
-		return q, nil, invalid("lease %v <= 0", lease)
+	if err := ValidateLease(lease); err != nil {
+		return q, nil, err
 	}
-	if n < 1 || n > MaxBatch {
-		return q, nil, invalid("batch %d outside 1..%d", n, MaxBatch)
+	if err := ValidatePopSize(n); err != nil {
+		return q, nil, err
 	}
 	q, first := q.scan(q.ready, n, func(*Task) bool { return true })
 	out := make([]Task, 0, len(first))
@@ -88,7 +82,7 @@ func (q Queue) Pop(now time.Time, lease time.Duration, n int) (Queue, []Task, er
 		c.ClaimToken = c.Version
 		c.Attempt++
 		c.ClaimedAt = now
-		c.Deadline = now.Add(lease)
+		c.Deadline = Round(now.Add(lease))
 		q = q.replace(t, c)
 		out = append(out, c)
 	}
@@ -99,8 +93,8 @@ func (q Queue) Pop(now time.Time, lease time.Duration, n int) (Queue, []Task, er
 //
 // Errors: ErrInvalidArgument, ErrStaleClaim, ErrInvalidTransition.
 func (q Queue) Extend(now time.Time, c Claim, lease time.Duration) (Queue, Task, error) {
-	if lease <= 0 {
-		return q, Task{}, invalid("lease %v <= 0", lease)
+	if err := ValidateLease(lease); err != nil {
+		return q, Task{}, err
 	}
 	t, err := q.claimed(OpExtend, c)
 	if err != nil {
@@ -108,7 +102,7 @@ func (q Queue) Extend(now time.Time, c Claim, lease time.Duration) (Queue, Task,
 	}
 	n := *t
 	q, n.Version = q.stamp()
-	n.Deadline = now.Add(lease)
+	n.Deadline = Round(now.Add(lease))
 	return q.replace(t, n), n, nil
 }
 
@@ -171,18 +165,18 @@ func (q Queue) Retry(now time.Time, c Claim, delay time.Duration, message string
 // claimTTL and a new Version, which the ReapClaim carries. ClaimToken is not
 // changed, so the worker may still decide first.
 func (q Queue) ClaimExpired(now time.Time, claimTTL time.Duration, limit int) (Queue, []ReapClaim, error) {
-	if claimTTL <= 0 {
-		return q, nil, invalid("claim TTL %v <= 0", claimTTL)
+	if err := ValidateClaimTTL(claimTTL); err != nil {
+		return q, nil, err
 	}
-	if limit < 0 {
-		return q, nil, invalid("limit %d < 0", limit)
+	if err := ValidateLimit(limit); err != nil {
+		return q, nil, err
 	}
 	q, expired := q.scan(q.running, limit, func(t *Task) bool { return !t.Deadline.After(now) })
 	out := make([]ReapClaim, 0, len(expired))
 	for _, t := range expired {
 		n := *t
 		q, n.Version = q.stamp()
-		n.Deadline = now.Add(claimTTL)
+		n.Deadline = Round(now.Add(claimTTL))
 		q = q.replace(t, n)
 		out = append(out, ReapClaim{Queue: n.Queue, TaskID: n.ID, Version: n.Version, Deadline: n.Deadline, Task: n})
 	}
@@ -237,8 +231,8 @@ func (q Queue) RecoverExpired(now time.Time, delay time.Duration, limit int) (Qu
 	if err := ValidateDelay(delay); err != nil {
 		return q, nil, err
 	}
-	if limit < 0 {
-		return q, nil, invalid("limit %d < 0", limit)
+	if err := ValidateLimit(limit); err != nil {
+		return q, nil, err
 	}
 	q, expired := q.scan(q.running, limit, func(t *Task) bool { return !t.Deadline.After(now) })
 	out := make([]Task, 0, len(expired))
@@ -249,7 +243,7 @@ func (q Queue) RecoverExpired(now time.Time, delay time.Duration, limit int) (Qu
 		if t.Attempt >= t.MaxAttempts {
 			n.finish(Failed, now)
 		} else {
-			n.queueAt(now, now.Add(delay))
+			n.queueAt(now, Round(now.Add(delay)))
 		}
 		q = q.replace(t, n)
 		out = append(out, n)
@@ -303,19 +297,17 @@ func (q Queue) Remove(id string, expect uint64) (Queue, Task, error) {
 //
 // Errors: ErrInvalidArgument (no states, or a state that is not terminal).
 func (q Queue) Prune(states []State, before time.Time, limit int) (Queue, []string, error) {
-	if len(states) == 0 {
-		return q, nil, invalid("prune: no states")
+	if err := ValidatePruneStates(states); err != nil {
+		return q, nil, err
 	}
 	var want [Failed + 1]bool
 	for _, s := range states {
-		if !s.Valid() || !legal(OpPrune, s) {
-			return q, nil, invalid("prune: %v is not a terminal state", s)
-		}
 		want[s] = true
 	}
-	if limit < 0 {
-		return q, nil, invalid("limit %d < 0", limit)
+	if err := ValidateLimit(limit); err != nil {
+		return q, nil, err
 	}
+	before = Round(before)
 	var doomed []*Task
 	q.finished.Ascend("", func(_ string, id string) bool {
 		t, _ := q.tasks.Get(id)
@@ -340,11 +332,8 @@ func (q Queue) Prune(states []State, before time.Time, limit int) (Queue, []stri
 // claimed checks a worker claim: the task exists, its ClaimToken is the
 // claim's token, and op is legal from its state.
 func (q Queue) claimed(op Op, c Claim) (*Task, error) {
-	if err := validID(c.TaskID); err != nil {
+	if err := ValidateClaim(c); err != nil {
 		return nil, err
-	}
-	if c.Token == 0 {
-		return nil, invalid("claim token 0")
 	}
 	t, ok := q.tasks.Get(c.TaskID)
 	if !ok {
@@ -362,11 +351,8 @@ func (q Queue) claimed(op Op, c Claim) (*Task, error) {
 // reaped checks a broker claim: the task exists, its Version is the claim's,
 // and op is legal from its state.
 func (q Queue) reaped(op Op, rc ReapClaim) (*Task, error) {
-	if err := validID(rc.TaskID); err != nil {
+	if err := ValidateReapClaim(rc); err != nil {
 		return nil, err
-	}
-	if rc.Version == 0 {
-		return nil, invalid("reap claim version 0")
 	}
 	t, ok := q.tasks.Get(rc.TaskID)
 	if !ok {
@@ -451,7 +437,7 @@ func RunAfter(now time.Time, delay time.Duration) time.Time {
 	if delay <= 0 {
 		return time.Time{}
 	}
-	return now.Add(delay)
+	return Round(now.Add(delay))
 }
 
 // finish moves a Running task to a terminal state.
@@ -468,26 +454,7 @@ func leaseError(t *Task, now time.Time, message string) TaskError {
 	return TaskError{Attempt: t.Attempt, At: now, Message: message, LeaseExpired: true}
 }
 
-// ValidateID returns ErrInvalidArgument unless id has 1..MaxIDLength bytes.
-// Every operation that names a task checks it first, reads included.
-func ValidateID(id string) error { return validID(id) }
-
-// ValidateDelay returns ErrInvalidArgument unless delay is within
-// 0..MaxDuration: the retry delay of Retry, Requeue and RecoverExpired, which
-// the store adds to its own clock reading.
-func ValidateDelay(delay time.Duration) error {
-	if delay < 0 || delay > MaxDuration {
-		return invalid("retry delay %v outside 0..%v", delay, MaxDuration)
-	}
-	return nil
-}
-
-func validID(id string) error {
-	if id == "" || len(id) > MaxIDLength {
-		return invalid("task ID %q must have 1..%d bytes", id, MaxIDLength)
-	}
-	return nil
-}
+func validID(id string) error { return ValidateID(id) }
 
 func notFound(id string) error { return fmt.Errorf("%w: %q", ErrNotFound, id) }
 

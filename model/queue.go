@@ -70,11 +70,8 @@ func (q Queue) Get(id string) (Task, error) {
 // List only reads: it passes over a damaged record (see Damage) that is
 // still listed under its former state.
 func (q Queue) List(s State, after string, limit int) ([]Task, string, error) {
-	if !s.Listable() {
-		return nil, "", invalid("list: state %d", uint8(s))
-	}
-	if limit < 1 || limit > MaxBatch {
-		return nil, "", invalid("list: limit %d outside 1..%d", limit, MaxBatch)
+	if err := ValidateList(s, limit); err != nil {
+		return nil, "", err
 	}
 	var out []Task
 	next := ""

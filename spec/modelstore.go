@@ -72,7 +72,7 @@ func (s *ModelStore) apply(ctx context.Context, queue string, in model.Input) (t
 	if !ok {
 		q = model.NewQueue(queue, s.capacity)
 	}
-	in.Now = s.clock.Now()
+	in.Now = model.Round(s.clock.Now())
 	next, out := model.Apply(q, in)
 	if out.Err == nil && (ok || next.Seq() > 0) {
 		s.queues[queue] = next

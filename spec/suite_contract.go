@@ -118,6 +118,85 @@ var contractSuite = []suiteCase{
 			}
 		}
 	}},
+	{name: "TruncatesSubMicrosecondTimesLeasesAndDelaysByTheModelsRule", run: func(e *env) {
+		const us = time.Microsecond
+		at := func(what string, got, want time.Time) {
+			e.t.Helper()
+			if !got.Equal(want) {
+				e.t.Errorf("%s = %s, want %s (truncated to the microsecond)", what, formatTime(got), formatTime(want))
+			}
+		}
+		now := e.now()
+		half := e.enqueue("half", runAfter(now.Add(999*time.Nanosecond)), maxAttempts(10))
+		if half.State != core.Ready {
+			e.t.Errorf("RunAfter now + 999ns: %s, want Ready (the RunAfter is now)", formatTask(half))
+		}
+		at("RunAfter of now + 999ns", half.RunAfter, now)
+		later := e.enqueue("later", runAfter(now.Add(1500*time.Nanosecond)))
+		at("RunAfter of now + 1.5µs", later.RunAfter, now.Add(us))
+		_, err := e.s.Remove(e.ctx, core.InspectParams{Queue: e.q, ID: "later"})
+		e.ok("Remove", err)
+
+		// Leases.
+		t := e.popLease("half", 1500*time.Nanosecond)
+		at("Deadline of a 1.5µs lease", t.Deadline, now.Add(us))
+		ext, err := e.s.Extend(e.ctx, core.ExtendParams{Claim: t.Claim(), Lease: 2999 * time.Nanosecond})
+		e.ok("Extend", err)
+		at("Deadline of a 2.999µs lease", ext.Task.Deadline, now.Add(2*us))
+
+		// Delays.
+		ret, err := e.s.Retry(e.ctx, core.RetryParams{Claim: t.Claim(), Delay: 1999 * time.Nanosecond})
+		e.ok("Retry", err)
+		at("RunAfter of a 1.999µs delay", ret.Task.RunAfter, now.Add(us))
+		if ret.Task.State != core.Scheduled {
+			e.t.Errorf("Retry after 1.999µs: %s, want Scheduled", formatTask(ret.Task))
+		}
+		e.clock.Advance(us)
+		_, err = e.s.Promote(e.ctx, core.PromoteParams{Queue: e.q})
+		e.ok("Promote", err)
+		t = e.popID("half")
+		ret, err = e.s.Retry(e.ctx, core.RetryParams{Claim: t.Claim(), Delay: 999 * time.Nanosecond})
+		e.ok("Retry", err)
+		if ret.Task.State != core.Ready || !ret.Task.RunAfter.IsZero() {
+			e.t.Errorf("Retry after 999ns: %s, want Ready with no RunAfter (no whole microsecond of delay)", formatTask(ret.Task))
+		}
+		t = e.popLease("half", us)
+		e.clock.Advance(us)
+		res, err := e.s.ClaimExpired(e.ctx, core.ClaimExpiredParams{Queue: e.q, ClaimTTL: 2500 * time.Nanosecond})
+		e.ok("ClaimExpired", err)
+		if len(res.Claims) != 1 {
+			e.t.Fatalf("ClaimExpired claimed %v, want half", reapIDs(res.Claims))
+		}
+		at("Deadline of a 2.5µs claim TTL", res.Claims[0].Deadline, e.now().Add(2*us))
+		req, err := e.s.Requeue(e.ctx, core.RequeueParams{ReapClaim: res.Claims[0], Delay: 1500 * time.Nanosecond})
+		e.ok("Requeue", err)
+		at("RunAfter of a 1.5µs requeue delay", req.Task.RunAfter, e.now().Add(us))
+		e.clock.Advance(us)
+		_, err = e.s.Promote(e.ctx, core.PromoteParams{Queue: e.q})
+		e.ok("Promote", err)
+		e.popLease("half", us)
+		e.clock.Advance(us)
+		rec, err := e.s.RecoverExpired(e.ctx, core.RecoverExpiredParams{Queue: e.q, Delay: 2500 * time.Nanosecond})
+		e.ok("RecoverExpired", err)
+		if len(rec.Tasks) != 1 {
+			e.t.Fatalf("RecoverExpired recovered %v, want half", taskIDs(rec.Tasks))
+		}
+		at("RunAfter of a 2.5µs recovery delay", rec.Tasks[0].RunAfter, e.now().Add(2*us))
+
+		// A Prune bound: a task finished at f is pruned by a bound of f + 1µs,
+		// not by one of f + 999ns (which is f).
+		_, c := e.running("done")
+		ack, err := e.s.Ack(e.ctx, core.AckParams{Claim: c})
+		e.ok("Ack", err)
+		f := ack.Task.FinishedAt
+		e.clock.Advance(time.Second)
+		pr, err := e.s.Prune(e.ctx, core.PruneParams{Queue: e.q, States: []core.State{core.Succeeded}, Before: f.Add(999 * time.Nanosecond)})
+		e.ok("Prune", err)
+		e.wantIDs("Prune before f + 999ns", pr.IDs)
+		pr, err = e.s.Prune(e.ctx, core.PruneParams{Queue: e.q, States: []core.State{core.Succeeded}, Before: f.Add(us)})
+		e.ok("Prune", err)
+		e.wantIDs("Prune before f + 1µs", pr.IDs, "done")
+	}},
 	{name: "RoundTripsTheZeroTimeAsZero", run: func(e *env) {
 		_, c := e.running("t2")
 		_, err := e.s.Retry(e.ctx, core.RetryParams{Claim: c})

@@ -45,9 +45,9 @@
 // # Time
 //
 // The store judges time by its clock (WithClock; core.SystemClock by default).
-// Like every leasehold store it keeps times in UTC to the microsecond: clock
-// readings and the times a caller passes (RunAfter, Prune's Before) are
-// truncated, and so are deadlines. The zero time means "not set" and stays
+// Like every leasehold store it keeps times in UTC to the microsecond by the
+// model's one rule (model.Round): clock readings, the times a caller passes
+// (RunAfter, Prune's Before) and computed deadlines are truncated. The zero time means "not set" and stays
 // zero.
 //
 // Tasks returned by the store are deep copies: the caller may keep and change

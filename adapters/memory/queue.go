@@ -260,14 +260,8 @@ func (q *queue) stamp() uint64 {
 // reading, in UTC and whole microseconds.
 
 func (q *queue) enqueue(now time.Time, a model.EnqueueArgs) (model.Task, error) {
-	if err := validID(a.ID); err != nil {
+	if err := model.ValidateEnqueue(a); err != nil {
 		return model.Task{}, err
-	}
-	if a.Priority < model.MinPriority || a.Priority > model.MaxPriority {
-		return model.Task{}, invalid("priority %d outside %d..%d", a.Priority, model.MinPriority, model.MaxPriority)
-	}
-	if a.MaxAttempts < 1 {
-		return model.Task{}, invalid("max attempts %d < 1", a.MaxAttempts)
 	}
 	if _, exists := q.tasks[a.ID]; exists {
 		return model.Task{}, fmt.Errorf("%w: task %q already exists", model.ErrConflict, a.ID)
@@ -291,8 +285,8 @@ func (q *queue) enqueue(now time.Time, a model.EnqueueArgs) (model.Task, error) 
 }
 
 func (q *queue) promote(now time.Time, limit int) ([]string, error) {
-	if limit < 0 {
-		return nil, invalid("limit %d < 0", limit)
+	if err := model.ValidateLimit(limit); err != nil {
+		return nil, err
 	}
 	ids := []string{}
 	for limit == 0 || len(ids) < limit {
@@ -311,11 +305,11 @@ func (q *queue) promote(now time.Time, limit int) ([]string, error) {
 }
 
 func (q *queue) pop(now time.Time, lease time.Duration, n int) ([]model.Task, error) {
-	if lease <= 0 {
-		return nil, invalid("lease %v <= 0", lease)
+	if err := model.ValidateLease(lease); err != nil {
+		return nil, err
 	}
-	if n < 1 || n > model.MaxBatch {
-		return nil, invalid("batch %d outside 1..%d", n, model.MaxBatch)
+	if err := model.ValidatePopSize(n); err != nil {
+		return nil, err
 	}
 	var small [16]*task
 	claimed := small[:0]
@@ -340,8 +334,8 @@ func (q *queue) pop(now time.Time, lease time.Duration, n int) ([]model.Task, er
 }
 
 func (q *queue) extend(now time.Time, c model.Claim, lease time.Duration) (model.Task, error) {
-	if lease <= 0 {
-		return model.Task{}, invalid("lease %v <= 0", lease)
+	if err := model.ValidateLease(lease); err != nil {
+		return model.Task{}, err
 	}
 	t, err := q.claimed(model.OpExtend, c)
 	if err != nil {
@@ -407,11 +401,11 @@ func (q *queue) retry(now time.Time, c model.Claim, delay time.Duration, message
 }
 
 func (q *queue) claimExpired(now time.Time, claimTTL time.Duration, limit int) ([]model.ReapClaim, error) {
-	if claimTTL <= 0 {
-		return nil, invalid("claim TTL %v <= 0", claimTTL)
+	if err := model.ValidateClaimTTL(claimTTL); err != nil {
+		return nil, err
 	}
-	if limit < 0 {
-		return nil, invalid("limit %d < 0", limit)
+	if err := model.ValidateLimit(limit); err != nil {
+		return nil, err
 	}
 	// Collect first, then renew: with a claim TTL under a microsecond the
 	// renewed deadline may still be due, and must not be claimed twice.
@@ -468,8 +462,8 @@ func (q *queue) recoverExpired(now time.Time, delay time.Duration, limit int) ([
 	if err := model.ValidateDelay(delay); err != nil {
 		return nil, err
 	}
-	if limit < 0 {
-		return nil, invalid("limit %d < 0", limit)
+	if err := model.ValidateLimit(limit); err != nil {
+		return nil, err
 	}
 	runAfter := instant(now.Add(delay))
 	out := []model.Task{}
@@ -518,18 +512,15 @@ func (q *queue) remove(id string, expect uint64) (model.Task, error) {
 }
 
 func (q *queue) prune(states []model.State, before time.Time, limit int) ([]string, error) {
-	if len(states) == 0 {
-		return nil, invalid("prune: no states")
+	if err := model.ValidatePruneStates(states); err != nil {
+		return nil, err
 	}
 	var want [model.Failed + 1]bool
 	for _, s := range states {
-		if !s.Valid() || !legal[model.OpPrune][s] {
-			return nil, invalid("prune: %v is not a terminal state", s)
-		}
 		want[s] = true
 	}
-	if limit < 0 {
-		return nil, invalid("limit %d < 0", limit)
+	if err := model.ValidateLimit(limit); err != nil {
+		return nil, err
 	}
 	before = instant(before)
 	var doomed []*task
@@ -563,11 +554,8 @@ func (q *queue) get(id string) (model.Task, error) {
 }
 
 func (q *queue) list(s model.State, after string, limit int) ([]model.Task, string, error) {
-	if !s.Listable() {
-		return nil, "", invalid("list: state %d", uint8(s))
-	}
-	if limit < 1 || limit > model.MaxBatch {
-		return nil, "", invalid("list: limit %d outside 1..%d", limit, model.MaxBatch)
+	if err := model.ValidateList(s, limit); err != nil {
+		return nil, "", err
 	}
 	if s == model.Quarantined {
 		// Records held as Go values cannot be damaged: none is ever set aside.
@@ -591,11 +579,8 @@ func (q *queue) list(s model.State, after string, limit int) ([]model.Task, stri
 // claimed checks a worker claim: the task exists, its ClaimToken is the
 // claim's token, and op is legal from its state.
 func (q *queue) claimed(op model.Op, c model.Claim) (*task, error) {
-	if err := validID(c.TaskID); err != nil {
+	if err := model.ValidateClaim(c); err != nil {
 		return nil, err
-	}
-	if c.Token == 0 {
-		return nil, invalid("claim token 0")
 	}
 	t, ok := q.tasks[c.TaskID]
 	if !ok {
@@ -610,11 +595,8 @@ func (q *queue) claimed(op model.Op, c model.Claim) (*task, error) {
 // reaped checks a broker claim: the task exists, its Version is the claim's,
 // and op is legal from its state.
 func (q *queue) reaped(op model.Op, rc model.ReapClaim) (*task, error) {
-	if err := validID(rc.TaskID); err != nil {
+	if err := model.ValidateReapClaim(rc); err != nil {
 		return nil, err
-	}
-	if rc.Version == 0 {
-		return nil, invalid("reap claim version 0")
 	}
 	t, ok := q.tasks[rc.TaskID]
 	if !ok {
@@ -726,19 +708,10 @@ func carve(buf, b []byte) ([]byte, []byte) {
 	return buf[n:len(buf):len(buf)], buf
 }
 
-// instant returns t as the store keeps it: in UTC, truncated to the
-// microsecond. The zero time stays zero.
-func instant(t time.Time) time.Time {
-	if t.IsZero() {
-		return time.Time{}
-	}
-	return t.UTC().Truncate(time.Microsecond)
-}
+// instant returns t as the store keeps it, by the model's one rounding rule
+// (model.Round: UTC, truncated to the microsecond; the zero time stays zero).
+func instant(t time.Time) time.Time { return model.Round(t) }
 
 func validID(id string) error { return model.ValidateID(id) }
-
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{model.ErrInvalidArgument}, args...)...)
-}
 
 func notFound(id string) error { return fmt.Errorf("%w: %q", model.ErrNotFound, id) }

@@ -77,10 +77,9 @@
 // (as far as the server's clock does). WithClock replaces the database's
 // clock with an injected one, for tests.
 //
-// Times given by the caller are kept to the microsecond. A RunAfter, a Prune
-// bound and a computed deadline are rounded up to the next microsecond, so
-// every comparison with a clock reading has the result the exact time would
-// have had.
+// Times are kept to the microsecond by the model's one rounding rule
+// (model.Round: truncated, in UTC): clock readings, a RunAfter, a Prune bound
+// and a computed deadline or run-after alike, as every leasehold store does.
 //
 // # The application's transaction
 //

@@ -79,18 +79,7 @@ func probeRow(row pgx.Row, queue, id string) (state model.State, token, version 
 // --- producer and mover ------------------------------------------------------
 
 // validEnqueue is the model's check of Enqueue's arguments.
-func validEnqueue(a model.EnqueueArgs) error {
-	if err := model.ValidateID(a.ID); err != nil {
-		return err
-	}
-	if a.Priority < model.MinPriority || a.Priority > model.MaxPriority {
-		return invalid("priority %d outside %d..%d", a.Priority, model.MinPriority, model.MaxPriority)
-	}
-	if a.MaxAttempts < 1 {
-		return invalid("max attempts %d < 1", a.MaxAttempts)
-	}
-	return nil
-}
+var validEnqueue = model.ValidateEnqueue
 
 // Enqueue implements core.Store.
 func (s *Store) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskResult, error) {
@@ -111,7 +100,7 @@ func (o *opTx) newTask(a model.EnqueueArgs) model.Task {
 		Queue: o.queue, ID: a.ID, Payload: clone(a.Payload), Priority: a.Priority,
 		MaxAttempts: a.MaxAttempts, EnqueuedAt: o.now,
 	}
-	task.RunAfter = ceil(a.RunAfter)
+	task.RunAfter = model.Round(a.RunAfter)
 	task.State = queuedState(o.now, task.RunAfter)
 	return task
 }
@@ -160,12 +149,7 @@ func (o *opTx) enqueue(a model.EnqueueArgs) (model.Task, error) {
 
 // Promote implements core.Store.
 func (s *Store) Promote(ctx context.Context, p core.PromoteParams) (core.IDsResult, error) {
-	validate := func() error {
-		if p.Limit < 0 {
-			return invalid("limit %d < 0", p.Limit)
-		}
-		return nil
-	}
+	validate := func() error { return model.ValidateLimit(p.Limit) }
 	var ids []string
 	now, err := s.write(ctx, p.Queue, 0, validate, func(o *opTx) error {
 		ids = []string{}
@@ -213,13 +197,10 @@ func (s *Store) Promote(ctx context.Context, p core.PromoteParams) (core.IDsResu
 // Pop implements core.Store.
 func (s *Store) Pop(ctx context.Context, p core.PopParams) (core.TasksResult, error) {
 	validate := func() error {
-		if p.Lease <= 0 {
-			return invalid("lease %v <= 0", p.Lease)
+		if err := model.ValidateLease(p.Lease); err != nil {
+			return err
 		}
-		if p.N < 1 || p.N > model.MaxBatch {
-			return invalid("batch %d outside 1..%d", p.N, model.MaxBatch)
-		}
-		return nil
+		return model.ValidatePopSize(p.N)
 	}
 	var tasks []model.Task
 	now, err := s.write(ctx, p.Queue, 0, validate, func(o *opTx) (err error) {
@@ -227,7 +208,7 @@ func (s *Store) Pop(ctx context.Context, p core.PopParams) (core.TasksResult, er
 		if !o.has {
 			return nil
 		}
-		deadline := ceil(o.now.Add(p.Lease))
+		deadline := model.Round(o.now.Add(p.Lease))
 		if s.popMode == PopSelectSkipLocked {
 			tasks, err = o.popSelect(p.N, deadline)
 		} else {
@@ -287,15 +268,7 @@ func (o *opTx) popSelect(n int, deadline time.Time) ([]model.Task, error) {
 }
 
 // validClaim is the model's check of a worker claim's arguments.
-func validClaim(c model.Claim) error {
-	if err := model.ValidateID(c.TaskID); err != nil {
-		return err
-	}
-	if c.Token == 0 {
-		return invalid("claim token 0")
-	}
-	return nil
-}
+var validClaim = model.ValidateClaim
 
 // workerOp runs a worker's decision: q is an UPDATE guarded by task ID,
 // claim token and state whose first three parameters are queue, ID and
@@ -374,14 +347,9 @@ func transition(op model.Op, state model.State, id string) error {
 
 // Extend implements core.Store.
 func (s *Store) Extend(ctx context.Context, p core.ExtendParams) (core.TaskResult, error) {
-	validate := func() error {
-		if p.Lease <= 0 {
-			return invalid("lease %v <= 0", p.Lease)
-		}
-		return nil
-	}
+	validate := func() error { return model.ValidateLease(p.Lease) }
 	return s.workerOp(ctx, nil, 0, model.OpExtend, p.Claim, validate, s.q.extend, func(now time.Time) []any {
-		return []any{micros(ceil(now.Add(p.Lease)))}
+		return []any{micros(model.Round(now.Add(p.Lease)))}
 	})
 }
 
@@ -424,13 +392,10 @@ func queuedState(now, runAfter time.Time) model.State {
 // ClaimExpired implements core.Store.
 func (s *Store) ClaimExpired(ctx context.Context, p core.ClaimExpiredParams) (core.ReapResult, error) {
 	validate := func() error {
-		if p.ClaimTTL <= 0 {
-			return invalid("claim TTL %v <= 0", p.ClaimTTL)
+		if err := model.ValidateClaimTTL(p.ClaimTTL); err != nil {
+			return err
 		}
-		if p.Limit < 0 {
-			return invalid("limit %d < 0", p.Limit)
-		}
-		return nil
+		return model.ValidateLimit(p.Limit)
 	}
 	var claims []model.ReapClaim
 	now, err := s.write(ctx, p.Queue, 0, validate, func(o *opTx) error {
@@ -441,7 +406,7 @@ func (s *Store) ClaimExpired(ctx context.Context, p core.ClaimExpiredParams) (co
 		if err := o.soundDeadlines(); err != nil {
 			return err
 		}
-		deadline := ceil(o.now.Add(p.ClaimTTL))
+		deadline := model.Round(o.now.Add(p.ClaimTTL))
 		tasks, err := scanTasks(o.tx.Query(o.ctx, s.q.claimExpired, p.Queue, o.now.UnixMicro(), limitArg(p.Limit), micros(deadline)))
 		if err != nil {
 			return err
@@ -481,13 +446,7 @@ func (s *Store) brokerOp(ctx context.Context, op model.Op, rc model.ReapClaim, f
 				return err
 			}
 		}
-		if err := model.ValidateID(rc.TaskID); err != nil {
-			return err
-		}
-		if rc.Version == 0 {
-			return invalid("reap claim version 0")
-		}
-		return nil
+		return model.ValidateReapClaim(rc)
 	}
 	now, err := s.write(ctx, rc.Queue, flags, validate, func(o *opTx) error {
 		if !o.has {
@@ -550,10 +509,7 @@ func (s *Store) RecoverExpired(ctx context.Context, p core.RecoverExpiredParams)
 		if err := model.ValidateDelay(p.Delay); err != nil {
 			return err
 		}
-		if p.Limit < 0 {
-			return invalid("limit %d < 0", p.Limit)
-		}
-		return nil
+		return model.ValidateLimit(p.Limit)
 	}
 	var tasks []model.Task
 	now, err := s.write(ctx, p.Queue, 0, validate, func(o *opTx) (err error) {
@@ -564,7 +520,7 @@ func (s *Store) RecoverExpired(ctx context.Context, p core.RecoverExpiredParams)
 		if err := o.soundDeadlines(); err != nil {
 			return err
 		}
-		runAfter := ceil(o.now.Add(p.Delay))
+		runAfter := model.Round(o.now.Add(p.Delay))
 		tasks, err = scanTasks(o.tx.Query(o.ctx, s.q.recoverExpired, p.Queue, o.now.UnixMicro(), limitArg(p.Limit),
 			int16(queuedState(o.now, runAfter)), micros(runAfter)))
 		if err != nil {
@@ -637,20 +593,14 @@ func (s *Store) Remove(ctx context.Context, p core.InspectParams) (core.TaskResu
 func (s *Store) Prune(ctx context.Context, p core.PruneParams) (core.IDsResult, error) {
 	var succeeded, failed bool
 	validate := func() error {
-		if len(p.States) == 0 {
-			return invalid("prune: no states")
+		if err := model.ValidatePruneStates(p.States); err != nil {
+			return err
 		}
 		for _, st := range p.States {
-			if _, ok := model.Row(model.OpPrune, st); !st.Valid() || !ok {
-				return invalid("prune: %v is not a terminal state", st)
-			}
 			succeeded = succeeded || st == model.Succeeded
 			failed = failed || st == model.Failed
 		}
-		if p.Limit < 0 {
-			return invalid("limit %d < 0", p.Limit)
-		}
-		return nil
+		return model.ValidateLimit(p.Limit)
 	}
 	var ids []string
 	now, err := s.write(ctx, p.Queue, 0, validate, func(o *opTx) error {
@@ -658,7 +608,7 @@ func (s *Store) Prune(ctx context.Context, p core.PruneParams) (core.IDsResult, 
 		if !o.has {
 			return nil
 		}
-		rows, err := o.tx.Query(o.ctx, s.q.prune, p.Queue, ceil(p.Before).UnixMicro(), succeeded, failed, limitArg(p.Limit))
+		rows, err := o.tx.Query(o.ctx, s.q.prune, p.Queue, model.Round(p.Before).UnixMicro(), succeeded, failed, limitArg(p.Limit))
 		if err != nil {
 			return err
 		}
@@ -722,15 +672,7 @@ func (s *Store) Get(ctx context.Context, p core.GetParams) (core.Task, error) {
 
 // List implements core.Store.
 func (s *Store) List(ctx context.Context, p core.ListParams) (core.ListResult, error) {
-	validate := func() error {
-		if !p.State.Listable() {
-			return invalid("list: state %d", uint8(p.State))
-		}
-		if p.Limit < 1 || p.Limit > model.MaxBatch {
-			return invalid("list: limit %d outside 1..%d", p.Limit, model.MaxBatch)
-		}
-		return nil
-	}
+	validate := func() error { return model.ValidateList(p.State, p.Limit) }
 	var res core.ListResult
 	if p.State == model.Quarantined {
 		// This adapter sets no row aside yet: a row it cannot read is

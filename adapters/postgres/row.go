@@ -55,29 +55,6 @@ func fromNullMicros(v *int64) time.Time {
 	return fromMicros(*v)
 }
 
-// trunc truncates a time to the precision the store keeps, in UTC.
-func trunc(t time.Time) time.Time {
-	if t.IsZero() {
-		return time.Time{}
-	}
-	return t.Truncate(time.Microsecond).UTC()
-}
-
-// ceil rounds a time up to the precision the store keeps, in UTC. Times that
-// are later compared with a clock reading (which has whole microseconds) are
-// rounded up, so every comparison gives the answer the exact time would:
-// ceil(t) <= now exactly when t <= now.
-func ceil(t time.Time) time.Time {
-	if t.IsZero() {
-		return time.Time{}
-	}
-	c := t.Truncate(time.Microsecond)
-	if c.Before(t) {
-		c = c.Add(time.Microsecond)
-	}
-	return c.UTC()
-}
-
 // rawTask is a task row as PostgreSQL gives it (taskColumns).
 type rawTask struct {
 	queue                                            string

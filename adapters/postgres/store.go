@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/model"
 )
 
 // Store is a core.Store kept in a PostgreSQL database, under one schema. It
@@ -393,7 +394,7 @@ func (o *opTx) lock(flags lockFlags) error {
 		return err
 	}
 	if o.s.clock != nil {
-		o.now = trunc(o.s.clock.Now())
+		o.now = model.Round(o.s.clock.Now())
 	} else {
 		o.now = fromMicros(dbNow)
 	}
@@ -418,10 +419,6 @@ func (s *Store) read(ctx context.Context, queue string, validate func() error, f
 		}
 	}()
 	return fn()
-}
-
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{core.ErrInvalidArgument}, args...)...)
 }
 
 func corrupt(format string, args ...any) error {

@@ -14,14 +14,8 @@ var _ core.BatchStore = (*Store)(nil)
 // validEnqueue is Enqueue's check of its arguments; it returns the run_after
 // argument of the script.
 func validEnqueue(a model.EnqueueArgs) (string, error) {
-	if err := validID(a.ID); err != nil {
+	if err := model.ValidateEnqueue(a); err != nil {
 		return "", err
-	}
-	if a.Priority < model.MinPriority || a.Priority > model.MaxPriority {
-		return "", invalid("priority %d outside %d..%d", a.Priority, model.MinPriority, model.MaxPriority)
-	}
-	if a.MaxAttempts < 1 {
-		return "", invalid("max attempts %d < 1", a.MaxAttempts)
 	}
 	return micros("run after", a.RunAfter)
 }
@@ -69,8 +63,8 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 		return core.BatchResult{}, err
 	}
 	for i, a := range p.Acks {
-		if a.Claim.Queue != p.Queue {
-			return core.BatchResult{}, invalid("ack batch of queue %q: item %d claims a task of queue %q", p.Queue, i, a.Claim.Queue)
+		if err := model.ValidateAckBatchItem(p.Queue, i, a.Claim); err != nil {
+			return core.BatchResult{}, err
 		}
 	}
 	now, _, err := s.now()

@@ -17,7 +17,7 @@ func (s *Store) begin(ctx context.Context, queue string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := core.ValidateQueueName(queue); err != nil {
+	if err := model.ValidateQueueName(queue); err != nil {
 		return err
 	}
 	if s.closed.Load() {
@@ -33,7 +33,7 @@ func (s *Store) now() (string, time.Time, error) {
 	if s.clock == nil {
 		return "", time.Time{}, nil
 	}
-	t := s.clock.Now().UTC().Truncate(time.Microsecond)
+	t := model.Round(s.clock.Now())
 	arg, err := micros("clock reading", t)
 	if err != nil {
 		return "", time.Time{}, err
@@ -64,38 +64,13 @@ func permission(err error) error {
 	return err
 }
 
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{core.ErrInvalidArgument}, args...)...)
-}
-
-func validID(id string) error { return model.ValidateID(id) }
-
-func validLimit(limit int) error {
-	if limit < 0 {
-		return invalid("limit %d < 0", limit)
-	}
-	return nil
-}
-
-func validClaim(c core.Claim) error {
-	if err := validID(c.TaskID); err != nil {
-		return err
-	}
-	if c.Token == 0 {
-		return invalid("claim token 0")
-	}
-	return nil
-}
-
-func validReapClaim(rc core.ReapClaim) error {
-	if err := validID(rc.TaskID); err != nil {
-		return err
-	}
-	if rc.Version == 0 {
-		return invalid("reap claim version 0")
-	}
-	return nil
-}
+// The argument checks are the model's own (model/rules.go).
+var (
+	validID        = model.ValidateID
+	validLimit     = model.ValidateLimit
+	validClaim     = model.ValidateClaim
+	validReapClaim = model.ValidateReapClaim
+)
 
 // delayArg checks a retry delay (model.ValidateDelay) and encodes it in µs,
 // truncated as model.RunAfter truncates it; the script adds it to its clock.
@@ -163,16 +138,7 @@ func (s *Store) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskRes
 	if err := s.begin(ctx, p.Queue); err != nil {
 		return core.TaskResult{}, err
 	}
-	if err := validID(p.ID); err != nil {
-		return core.TaskResult{}, err
-	}
-	if p.Priority < model.MinPriority || p.Priority > model.MaxPriority {
-		return core.TaskResult{}, invalid("priority %d outside %d..%d", p.Priority, model.MinPriority, model.MaxPriority)
-	}
-	if p.MaxAttempts < 1 {
-		return core.TaskResult{}, invalid("max attempts %d < 1", p.MaxAttempts)
-	}
-	runAfter, err := micros("run after", p.RunAfter)
+	runAfter, err := validEnqueue(p.EnqueueArgs)
 	if err != nil {
 		return core.TaskResult{}, err
 	}
@@ -208,11 +174,11 @@ func (s *Store) Pop(ctx context.Context, p core.PopParams) (core.TasksResult, er
 	if err != nil {
 		return core.TasksResult{}, err
 	}
-	if p.Lease <= 0 {
-		return core.TasksResult{Now: clockNow}, invalid("lease %v <= 0", p.Lease)
+	if err := model.ValidateLease(p.Lease); err != nil {
+		return core.TasksResult{Now: clockNow}, err
 	}
-	if p.N < 1 || p.N > model.MaxBatch {
-		return core.TasksResult{Now: clockNow}, invalid("batch %d outside 1..%d", p.N, model.MaxBatch)
+	if err := model.ValidatePopSize(p.N); err != nil {
+		return core.TasksResult{Now: clockNow}, err
 	}
 	lease, err := duration("lease", p.Lease)
 	if err != nil {
@@ -230,8 +196,8 @@ func (s *Store) Extend(ctx context.Context, p core.ExtendParams) (core.TaskResul
 	if err := s.begin(ctx, p.Claim.Queue); err != nil {
 		return core.TaskResult{}, err
 	}
-	if p.Lease <= 0 {
-		return core.TaskResult{}, invalid("lease %v <= 0", p.Lease)
+	if err := model.ValidateLease(p.Lease); err != nil {
+		return core.TaskResult{}, err
 	}
 	if err := validClaim(p.Claim); err != nil {
 		return core.TaskResult{}, err
@@ -303,8 +269,8 @@ func (s *Store) ClaimExpired(ctx context.Context, p core.ClaimExpiredParams) (co
 	if err != nil {
 		return core.ReapResult{}, err
 	}
-	if p.ClaimTTL <= 0 {
-		return core.ReapResult{Now: clockNow}, invalid("claim TTL %v <= 0", p.ClaimTTL)
+	if err := model.ValidateClaimTTL(p.ClaimTTL); err != nil {
+		return core.ReapResult{Now: clockNow}, err
 	}
 	if err := validLimit(p.Limit); err != nil {
 		return core.ReapResult{Now: clockNow}, err
@@ -412,11 +378,8 @@ func (s *Store) List(ctx context.Context, p core.ListParams) (core.ListResult, e
 	if err := s.begin(ctx, p.Queue); err != nil {
 		return core.ListResult{}, err
 	}
-	if !p.State.Listable() {
-		return core.ListResult{}, invalid("list: state %d", uint8(p.State))
-	}
-	if p.Limit < 1 || p.Limit > model.MaxBatch {
-		return core.ListResult{}, invalid("list: limit %d outside 1..%d", p.Limit, model.MaxBatch)
+	if err := model.ValidateList(p.State, p.Limit); err != nil {
+		return core.ListResult{}, err
 	}
 	if p.State == model.Quarantined {
 		// This adapter sets no record aside yet: a record it cannot read
@@ -493,14 +456,11 @@ func (s *Store) Prune(ctx context.Context, p core.PruneParams) (core.IDsResult, 
 	if err != nil {
 		return core.IDsResult{}, err
 	}
-	if len(p.States) == 0 {
-		return core.IDsResult{Now: clockNow}, invalid("prune: no states")
+	if err := model.ValidatePruneStates(p.States); err != nil {
+		return core.IDsResult{Now: clockNow}, err
 	}
-	args := []any{now, ceilMicros(p.Before), p.Limit}
+	args := []any{now, boundMicros(p.Before), p.Limit}
 	for _, st := range p.States {
-		if !st.Terminal() {
-			return core.IDsResult{Now: clockNow}, invalid("prune: %v is not a terminal state", st)
-		}
 		args = append(args, st.String())
 	}
 	if err := validLimit(p.Limit); err != nil {

@@ -605,26 +605,23 @@ func decodeErrors(id, s string) ([]core.TaskError, error) {
 }
 
 // micros encodes a time argument: "" for the zero time, else µs since the
-// epoch (truncated), which must lie within ±maxSafe.
+// epoch (rounded by model.Round), which must lie within ±maxSafe.
 func micros(what string, t time.Time) (string, error) {
 	if t.IsZero() {
 		return "", nil
 	}
-	us := t.UnixMicro()
+	us := model.Round(t).UnixMicro()
 	if us < -maxSafe || us > maxSafe {
 		return "", fmt.Errorf("%w: %s %v outside the store's time range", core.ErrInvalidArgument, what, t)
 	}
 	return strconv.FormatInt(us, 10), nil
 }
 
-// ceilMicros encodes a bound (Prune's before) rounded up to the µs and
-// clamped to ±maxSafe, which keeps "stored time < bound" exact.
-func ceilMicros(t time.Time) string {
-	us := t.UnixMicro()
-	if t.Nanosecond()%1000 != 0 {
-		us++
-	}
-	return strconv.FormatInt(min(max(us, -maxSafe), maxSafe), 10)
+// boundMicros encodes a bound (Prune's before) rounded by model.Round
+// (truncated to the µs) and clamped to ±maxSafe, which keeps "stored time <
+// bound" exact.
+func boundMicros(t time.Time) string {
+	return strconv.FormatInt(min(max(model.Round(t).UnixMicro(), -maxSafe), maxSafe), 10)
 }
 
 // duration encodes a lease, TTL or delay in µs (truncated).

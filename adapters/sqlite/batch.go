@@ -61,8 +61,8 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 			return err
 		}
 		for i, a := range p.Acks {
-			if a.Claim.Queue != p.Queue {
-				return invalid("ack batch of queue %q: item %d claims a task of queue %q", p.Queue, i, a.Claim.Queue)
+			if err := model.ValidateAckBatchItem(p.Queue, i, a.Claim); err != nil {
+				return err
 			}
 		}
 		return nil

@@ -166,7 +166,7 @@ func (s *Store) commitBatch(c *wconn, jobs []*job) (again []*job) {
 				return abort(j, fmt.Errorf("leasehold/sqlite: savepoint: %w", err), runnable[i+1:])
 			}
 		}
-		now := trunc(s.clock.Now())
+		now := model.Round(s.clock.Now())
 		err := run(j, t, now)
 		switch {
 		case err == nil:

@@ -72,10 +72,9 @@
 //     reads its index in order and stops at its limit, and a transition
 //     rewrites only the entries of the states it leaves and enters.
 //
-// Times given by the caller are kept to the microsecond. A RunAfter, a Prune
-// bound and a computed deadline are rounded up to the next microsecond, so
-// every comparison with a clock reading (which has whole microseconds) has
-// the result the exact time would have had.
+// Times are kept to the microsecond by the model's one rounding rule
+// (model.Round: truncated, in UTC): clock readings, a RunAfter, a Prune bound
+// and a computed deadline or run-after alike, as every leasehold store does.
 //
 // # Guarded updates
 //

@@ -185,18 +185,7 @@ func (t tx) probe(queue, id string) (state model.State, token, version uint64, f
 // --- producer and mover ------------------------------------------------------
 
 // validEnqueue is the model's check of Enqueue's arguments.
-func validEnqueue(a model.EnqueueArgs) error {
-	if err := model.ValidateID(a.ID); err != nil {
-		return err
-	}
-	if a.Priority < model.MinPriority || a.Priority > model.MaxPriority {
-		return invalid("priority %d outside %d..%d", a.Priority, model.MinPriority, model.MaxPriority)
-	}
-	if a.MaxAttempts < 1 {
-		return invalid("max attempts %d < 1", a.MaxAttempts)
-	}
-	return nil
-}
+var validEnqueue = model.ValidateEnqueue
 
 // Enqueue implements core.Store.
 func (s *Store) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskResult, error) {
@@ -245,7 +234,7 @@ func (t tx) enqueue(queue string, a model.EnqueueArgs, now time.Time, v int64, p
 		Queue: queue, ID: a.ID, Payload: clone(a.Payload), Priority: a.Priority,
 		MaxAttempts: a.MaxAttempts, Version: uint64(v), EnqueuedAt: now,
 	}
-	task.RunAfter = ceil(a.RunAfter)
+	task.RunAfter = model.Round(a.RunAfter)
 	task.State = queuedState(now, task.RunAfter)
 	res, err := t.exec(sqlInsertNew, taskArgs(task)...)
 	if err != nil {
@@ -264,12 +253,7 @@ func (t tx) enqueue(queue string, a model.EnqueueArgs, now time.Time, v int64, p
 
 // Promote implements core.Store.
 func (s *Store) Promote(ctx context.Context, p core.PromoteParams) (core.IDsResult, error) {
-	validate := func() error {
-		if p.Limit < 0 {
-			return invalid("limit %d < 0", p.Limit)
-		}
-		return nil
-	}
+	validate := func() error { return model.ValidateLimit(p.Limit) }
 	var ids []string
 	now, err := s.write(ctx, p.Queue, validate, func(t tx, now time.Time) error {
 		if err := t.setAsideBadTimes(p.Queue, sqlDamagedRunAfter, "scheduled with a run-after time that is not a time"); err != nil {
@@ -299,17 +283,14 @@ func (s *Store) Promote(ctx context.Context, p core.PromoteParams) (core.IDsResu
 // Pop implements core.Store.
 func (s *Store) Pop(ctx context.Context, p core.PopParams) (core.TasksResult, error) {
 	validate := func() error {
-		if p.Lease <= 0 {
-			return invalid("lease %v <= 0", p.Lease)
+		if err := model.ValidateLease(p.Lease); err != nil {
+			return err
 		}
-		if p.N < 1 || p.N > model.MaxBatch {
-			return invalid("batch %d outside 1..%d", p.N, model.MaxBatch)
-		}
-		return nil
+		return model.ValidatePopSize(p.N)
 	}
 	var tasks []model.Task
 	now, err := s.write(ctx, p.Queue, validate, func(t tx, now time.Time) error {
-		deadline := ceil(now.Add(p.Lease))
+		deadline := model.Round(now.Add(p.Lease))
 		return t.settingAside(func() (err error) {
 			if s.popMode == PopSelectUpdate {
 				tasks, err = t.popSelectUpdate(p.Queue, p.N, now, deadline)
@@ -374,15 +355,7 @@ func (t tx) popSelectUpdate(queue string, n int, now, deadline time.Time) ([]mod
 }
 
 // validClaim is the model's check of a worker claim's arguments.
-func validClaim(c model.Claim) error {
-	if err := model.ValidateID(c.TaskID); err != nil {
-		return err
-	}
-	if c.Token == 0 {
-		return invalid("claim token 0")
-	}
-	return nil
-}
+var validClaim = model.ValidateClaim
 
 // workerOp runs a worker's decision: q is an UPDATE guarded by task ID, claim
 // token and Running state whose first three parameters are queue, ID and
@@ -446,14 +419,9 @@ func transition(op model.Op, state model.State, id string) error {
 
 // Extend implements core.Store.
 func (s *Store) Extend(ctx context.Context, p core.ExtendParams) (core.TaskResult, error) {
-	validate := func() error {
-		if p.Lease <= 0 {
-			return invalid("lease %v <= 0", p.Lease)
-		}
-		return nil
-	}
+	validate := func() error { return model.ValidateLease(p.Lease) }
 	return s.workerOp(ctx, model.OpExtend, p.Claim, validate, sqlExtend, func(now time.Time) []any {
-		return []any{micros(ceil(now.Add(p.Lease)))}
+		return []any{micros(model.Round(now.Add(p.Lease)))}
 	})
 }
 
@@ -496,20 +464,17 @@ func queuedState(now, runAfter time.Time) model.State {
 // ClaimExpired implements core.Store.
 func (s *Store) ClaimExpired(ctx context.Context, p core.ClaimExpiredParams) (core.ReapResult, error) {
 	validate := func() error {
-		if p.ClaimTTL <= 0 {
-			return invalid("claim TTL %v <= 0", p.ClaimTTL)
+		if err := model.ValidateClaimTTL(p.ClaimTTL); err != nil {
+			return err
 		}
-		if p.Limit < 0 {
-			return invalid("limit %d < 0", p.Limit)
-		}
-		return nil
+		return model.ValidateLimit(p.Limit)
 	}
 	var claims []model.ReapClaim
 	now, err := s.write(ctx, p.Queue, validate, func(t tx, now time.Time) error {
 		if err := t.soundDeadlines(p.Queue); err != nil {
 			return err
 		}
-		deadline := ceil(now.Add(p.ClaimTTL))
+		deadline := model.Round(now.Add(p.ClaimTTL))
 		return t.settingAside(func() error {
 			tasks, err := scanTasks(t.query(sqlClaimExpired, p.Queue, now.UnixMicro(), limitArg(p.Limit), micros(deadline)))
 			if err != nil {
@@ -607,13 +572,7 @@ func (s *Store) brokerOp(ctx context.Context, op model.Op, rc model.ReapClaim, c
 				return err
 			}
 		}
-		if err := model.ValidateID(rc.TaskID); err != nil {
-			return err
-		}
-		if rc.Version == 0 {
-			return invalid("reap claim version 0")
-		}
-		return nil
+		return model.ValidateReapClaim(rc)
 	}
 	now, err := s.write(ctx, rc.Queue, validate, func(t tx, now time.Time) error {
 		v, err := t.draw(rc.Queue, 1) // rolled back with the operation if it is refused
@@ -678,17 +637,14 @@ func (s *Store) RecoverExpired(ctx context.Context, p core.RecoverExpiredParams)
 		if err := model.ValidateDelay(p.Delay); err != nil {
 			return err
 		}
-		if p.Limit < 0 {
-			return invalid("limit %d < 0", p.Limit)
-		}
-		return nil
+		return model.ValidateLimit(p.Limit)
 	}
 	var tasks []model.Task
 	now, err := s.write(ctx, p.Queue, validate, func(t tx, now time.Time) (err error) {
 		if err := t.soundDeadlines(p.Queue); err != nil {
 			return err
 		}
-		runAfter := ceil(now.Add(p.Delay))
+		runAfter := model.Round(now.Add(p.Delay))
 		return t.settingAside(func() (err error) {
 			tasks, err = scanTasks(t.query(sqlRecoverExpired, p.Queue, now.UnixMicro(), limitArg(p.Limit),
 				int64(queuedState(now, runAfter)), micros(runAfter)))
@@ -771,20 +727,14 @@ func (s *Store) Remove(ctx context.Context, p core.InspectParams) (core.TaskResu
 func (s *Store) Prune(ctx context.Context, p core.PruneParams) (core.IDsResult, error) {
 	var succeeded, failed bool
 	validate := func() error {
-		if len(p.States) == 0 {
-			return invalid("prune: no states")
+		if err := model.ValidatePruneStates(p.States); err != nil {
+			return err
 		}
 		for _, st := range p.States {
-			if _, ok := model.Row(model.OpPrune, st); !st.Valid() || !ok {
-				return invalid("prune: %v is not a terminal state", st)
-			}
 			succeeded = succeeded || st == model.Succeeded
 			failed = failed || st == model.Failed
 		}
-		if p.Limit < 0 {
-			return invalid("limit %d < 0", p.Limit)
-		}
-		return nil
+		return model.ValidateLimit(p.Limit)
 	}
 	var ids []string
 	now, err := s.write(ctx, p.Queue, validate, func(t tx, now time.Time) error {
@@ -793,7 +743,7 @@ func (s *Store) Prune(ctx context.Context, p core.PruneParams) (core.IDsResult, 
 				return err
 			}
 		}
-		rows, err := t.query(sqlPrune, p.Queue, ceil(p.Before).UnixMicro(), succeeded, failed, limitArg(p.Limit))
+		rows, err := t.query(sqlPrune, p.Queue, model.Round(p.Before).UnixMicro(), succeeded, failed, limitArg(p.Limit))
 		if err != nil {
 			return err
 		}
@@ -861,13 +811,7 @@ func (s *Store) Get(ctx context.Context, p core.GetParams) (core.Task, error) {
 // List implements core.Store.
 func (s *Store) List(ctx context.Context, p core.ListParams) (core.ListResult, error) {
 	validate := func() error {
-		if !p.State.Listable() {
-			return invalid("list: state %d", uint8(p.State))
-		}
-		if p.Limit < 1 || p.Limit > model.MaxBatch {
-			return invalid("list: limit %d outside 1..%d", p.Limit, model.MaxBatch)
-		}
-		return nil
+		return model.ValidateList(p.State, p.Limit)
 	}
 	var res core.ListResult
 	err := s.read(ctx, p.Queue, validate, sqlList[p.State], func(st *sql.Stmt) error {

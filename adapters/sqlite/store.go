@@ -417,10 +417,6 @@ func firstLine(q string) string {
 	return q
 }
 
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{core.ErrInvalidArgument}, args...)...)
-}
-
 func corrupt(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{core.ErrCorrupt}, args...)...)
 }

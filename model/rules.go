@@ -1,0 +1,197 @@
+package model
+
+import (
+	"fmt"
+	"time"
+)
+
+// The argument rules. Each is written once, here: the operations of this
+// package call them, and so does every store adapter, so that an argument
+// one store refuses every store refuses, with ErrInvalidArgument, before
+// anything changes.
+
+// MaxQueueNameLength is the longest queue name, in bytes.
+const MaxQueueNameLength = 128
+
+// ValidateQueueName returns ErrInvalidArgument unless name has 1 to
+// MaxQueueNameLength bytes, each a letter, digit or one of "-_.:". (Braces
+// are excluded so a name can stand inside a Redis Cluster hash tag.)
+func ValidateQueueName(name string) error {
+	if name == "" || len(name) > MaxQueueNameLength {
+		return fmt.Errorf("%w: queue name %q must have 1..%d bytes", ErrInvalidArgument, name, MaxQueueNameLength)
+	}
+	for _, r := range name {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' || r == ':'
+		if !ok {
+			return fmt.Errorf("%w: queue name %q: character %q not allowed", ErrInvalidArgument, name, r)
+		}
+	}
+	return nil
+}
+
+// ValidateID returns ErrInvalidArgument unless id has 1..MaxIDLength bytes.
+// Every operation that names a task checks it first, reads included.
+func ValidateID(id string) error {
+	if id == "" || len(id) > MaxIDLength {
+		return invalid("task ID %q must have 1..%d bytes", id, MaxIDLength)
+	}
+	return nil
+}
+
+// ValidatePriority returns ErrInvalidArgument unless p is within
+// MinPriority..MaxPriority.
+func ValidatePriority(p int) error {
+	if p < MinPriority || p > MaxPriority {
+		return invalid("priority %d outside %d..%d", p, MinPriority, MaxPriority)
+	}
+	return nil
+}
+
+// ValidateMaxAttempts returns ErrInvalidArgument unless n >= 1.
+func ValidateMaxAttempts(n int) error {
+	if n < 1 {
+		return invalid("max attempts %d < 1", n)
+	}
+	return nil
+}
+
+// ValidateEnqueue checks the arguments of one Enqueue (or one item of an
+// EnqueueBatch): its ID, priority and attempts.
+func ValidateEnqueue(a EnqueueArgs) error {
+	if err := ValidateID(a.ID); err != nil {
+		return err
+	}
+	if err := ValidatePriority(a.Priority); err != nil {
+		return err
+	}
+	return ValidateMaxAttempts(a.MaxAttempts)
+}
+
+// ValidateLease returns ErrInvalidArgument unless the lease of a Pop or an
+// Extend is positive.
+func ValidateLease(lease time.Duration) error {
+	if lease <= 0 {
+		return invalid("lease %v <= 0", lease)
+	}
+	return nil
+}
+
+// ValidateClaimTTL returns ErrInvalidArgument unless the claim TTL of a
+// ClaimExpired is positive.
+func ValidateClaimTTL(ttl time.Duration) error {
+	if ttl <= 0 {
+		return invalid("claim TTL %v <= 0", ttl)
+	}
+	return nil
+}
+
+// ValidateDelay returns ErrInvalidArgument unless delay is within
+// 0..MaxDuration: the retry delay of Retry, Requeue and RecoverExpired, which
+// the store adds to its own clock reading.
+func ValidateDelay(delay time.Duration) error {
+	if delay < 0 || delay > MaxDuration {
+		return invalid("retry delay %v outside 0..%v", delay, MaxDuration)
+	}
+	return nil
+}
+
+// ValidateLimit returns ErrInvalidArgument unless the limit of Promote,
+// ClaimExpired, RecoverExpired or Prune is >= 0 (0: no limit).
+func ValidateLimit(limit int) error {
+	if limit < 0 {
+		return invalid("limit %d < 0", limit)
+	}
+	return nil
+}
+
+// ValidatePopSize returns ErrInvalidArgument unless a Pop claims 1 to
+// MaxBatch tasks.
+func ValidatePopSize(n int) error {
+	if n < 1 || n > MaxBatch {
+		return invalid("batch %d outside 1..%d", n, MaxBatch)
+	}
+	return nil
+}
+
+// CheckBatchSize is the rule every store applies to a batch operation's
+// number of items: 1 to MaxBatch, else ErrInvalidArgument.
+func CheckBatchSize(n int) error {
+	if n < 1 || n > MaxBatch {
+		return invalid("batch of %d items outside 1..%d", n, MaxBatch)
+	}
+	return nil
+}
+
+// ValidateAckBatchItem returns ErrInvalidArgument unless the claim of item
+// i of an AckBatch of queue is of that queue: such a claim refuses the
+// whole batch.
+func ValidateAckBatchItem(queue string, i int, c Claim) error {
+	if c.Queue != queue {
+		return invalid("ack batch of queue %q: item %d claims a task of queue %q", queue, i, c.Queue)
+	}
+	return nil
+}
+
+// ValidateList checks the arguments of List: a listable state (one of the
+// five, or Quarantined) and a page of 1 to MaxBatch tasks.
+func ValidateList(s State, limit int) error {
+	if !s.Listable() {
+		return invalid("list: state %d", uint8(s))
+	}
+	if limit < 1 || limit > MaxBatch {
+		return invalid("list: limit %d outside 1..%d", limit, MaxBatch)
+	}
+	return nil
+}
+
+// ValidateClaim checks a worker claim's arguments: a valid task ID and a
+// token other than 0 (whether it still holds the task is the guard's
+// business, not an argument's).
+func ValidateClaim(c Claim) error {
+	if err := ValidateID(c.TaskID); err != nil {
+		return err
+	}
+	if c.Token == 0 {
+		return invalid("claim token 0")
+	}
+	return nil
+}
+
+// ValidateReapClaim checks a broker claim's arguments: a valid task ID and
+// a version other than 0.
+func ValidateReapClaim(rc ReapClaim) error {
+	if err := ValidateID(rc.TaskID); err != nil {
+		return err
+	}
+	if rc.Version == 0 {
+		return invalid("reap claim version 0")
+	}
+	return nil
+}
+
+// ValidatePruneStates returns ErrInvalidArgument unless states names at
+// least one state and only terminal ones.
+func ValidatePruneStates(states []State) error {
+	if len(states) == 0 {
+		return invalid("prune: no states")
+	}
+	for _, s := range states {
+		if !s.Valid() || !legal(OpPrune, s) {
+			return invalid("prune: %v is not a terminal state", s)
+		}
+	}
+	return nil
+}
+
+// Round is the one rounding rule of times: an instant is kept to the
+// microsecond, truncated (towards the past), in UTC; the zero time stays
+// zero. The operations of this package round every instant they are given
+// or compute (the clock reading, a RunAfter, a Prune bound, now + a lease or
+// a delay), and every store does the same, so stores agree to the last
+// fraction of a microsecond.
+func Round(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC().Truncate(time.Microsecond)
+}
