@@ -58,6 +58,8 @@ var Catalogue = []Mutant{
 	{"btree-ascend-skips-last-child", "an index walk skips the subtree after a node's last item, so ClaimExpired, Prune and List stop before the last page of a state holding more than 63 tasks", Edge, []string{"memory"}},
 	{"prune-reads-one-page", "Prune reads one page (256 entries) of the finished index and stops, so a prune of more old tasks deletes only the first page", Edge, []string{"redis"}},
 	{"clock-reading-not-truncated", "the store keeps its clock's reading to the nanosecond, not the microsecond the contract keeps times in", Edge, []string{"memory", "sqlite"}},
+	{"retry-delay-from-claim-deadline", "Retry adds the delay to the claim's deadline, a time the client hands in, instead of the store's clock reading", Guard, []string{"memory"}},
+	{"run-after-rounded-up", "Enqueue rounds a RunAfter with a fraction of a microsecond up, not truncated by the model's one rounding rule", Edge, []string{"sqlite"}},
 	{"snapshot-shares-payload", "the tasks a store returns share their payload and result with the stored task, so a caller writing into them changes the store", Edge, []string{"memory"}},
 	{"pop-without-skip-locked", "Pop reads the first Ready tasks without FOR UPDATE SKIP LOCKED and without the queue's lock, then claims them by ID without looking at their state again (the read-committed race of a SELECT then UPDATE queue)", PostgreSQL, []string{"postgres"}},
 	{"token-checked-after-plain-select", "a worker's decision reads the claim token with a plain SELECT and compares it in Go, then updates the task by ID alone", PostgreSQL, []string{"postgres"}},
