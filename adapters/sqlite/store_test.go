@@ -299,27 +299,19 @@ func TestTimesBetweenMicrosecondsDecideAsTheModel(t *testing.T) {
 	s := openStore(t, filepath.Join(t.TempDir(), "micro.db"), sqlite.WithClock(clock))
 	now := clock.Now()
 	task := enqueue(t, s, "q", "soon", func(a *model.EnqueueArgs) { a.RunAfter = now.Add(300 * time.Nanosecond) })
-	if task.State != core.Scheduled || !task.RunAfter.Equal(now.Add(time.Microsecond)) {
-		t.Fatalf("RunAfter 300ns after now: %v at %v, want Scheduled, kept as the next microsecond", task.State, task.RunAfter)
-	}
-	if res, _ := s.Promote(ctx, core.PromoteParams{Queue: "q"}); len(res.IDs) != 0 {
-		t.Errorf("promoted before RunAfter: %v", res.IDs)
-	}
-	clock.Advance(time.Microsecond)
-	if res, _ := s.Promote(ctx, core.PromoteParams{Queue: "q"}); len(res.IDs) != 1 {
-		t.Errorf("not promoted once RunAfter passed: %v", res.IDs)
+	if task.State != core.Ready || !task.RunAfter.Equal(now) {
+		t.Fatalf("RunAfter 300ns after now: %v at %v, want Ready, kept as now (model.Round truncates)", task.State, task.RunAfter)
 	}
 	popped, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: 1500 * time.Nanosecond, N: 1})
-	if err != nil || len(popped.Tasks) != 1 {
+	if err != nil || len(popped.Tasks) != 1 || !popped.Tasks[0].Deadline.Equal(now.Add(time.Microsecond)) {
 		t.Fatal(popped, err)
 	}
-	clock.Advance(time.Microsecond) // 1µs < 1.5µs: not expired yet
 	if res, _ := s.ClaimExpired(ctx, core.ClaimExpiredParams{Queue: "q", ClaimTTL: time.Second}); len(res.Claims) != 0 {
-		t.Errorf("a lease of 1.5µs expired after 1µs")
+		t.Errorf("a lease of 1.5µs expired at once")
 	}
-	clock.Advance(time.Microsecond)
+	clock.Advance(time.Microsecond) // a lease of 1.5µs ends 1µs after now
 	if res, _ := s.ClaimExpired(ctx, core.ClaimExpiredParams{Queue: "q", ClaimTTL: time.Second}); len(res.Claims) != 1 {
-		t.Errorf("a lease of 1.5µs did not expire after 2µs")
+		t.Errorf("a lease of 1.5µs did not expire after 1µs")
 	}
 	if got, _ := s.Get(ctx, core.GetParams{Queue: "q", ID: "soon"}); got.EnqueuedAt.Location() != time.UTC || !got.FinishedAt.IsZero() {
 		t.Errorf("times come back as %v (%v), want UTC and the zero time for unset ones", got.EnqueuedAt, got.FinishedAt)
