@@ -271,37 +271,46 @@ func TestCheckRuntimeRunsEveryAdapter(t *testing.T) {
 }
 
 func TestCheckRuntimeReportsTheBrokenProperty(t *testing.T) {
-	// A runtime history of the plan of seed 11 has one of its Extends made
-	// to carry another lease and is saved: the summary names the property,
-	// and --replay finds the saved history not linearizable either (the
-	// deadline no longer follows from the lease).
-	p := linearizability.RuntimePlans(linearizability.RuntimeOptions{Mode: linearizability.FakeTime}).Example(11)
-	rh, err := linearizability.ExecuteRuntime(context.Background(), p, backends.Memory())
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A runtime history of the first seed whose plan heartbeats has one of
+	// its Extends made to carry another lease and is saved: the summary names
+	// the property, and --replay finds the saved history not linearizable
+	// either (the deadline no longer follows from the lease).
+	plans := linearizability.RuntimePlans(linearizability.RuntimeOptions{Mode: linearizability.FakeTime})
+	var (
+		seed int
+		p    *linearizability.RuntimePlan
+		rh   *linearizability.RuntimeHistory
+	)
 	broken := false
-	for i := range rh.History.Operations {
-		if op := &rh.History.Operations[i]; op.Input.Op == model.OpExtend {
-			op.Input.Lease += time.Millisecond
-			broken = true
-			break
+	for seed = 1; seed <= 200 && !broken; seed++ {
+		p = plans.Example(seed)
+		var err error
+		if rh, err = linearizability.ExecuteRuntime(context.Background(), p, backends.Memory()); err != nil {
+			t.Fatal(err)
+		}
+		for i := range rh.History.Operations {
+			if op := &rh.History.Operations[i]; op.Input.Op == model.OpExtend {
+				op.Input.Lease += time.Millisecond
+				broken = true
+				break
+			}
 		}
 	}
 	if !broken {
-		t.Fatal("the plan of seed 11 has no Extend: pick a seed whose plan has one")
+		t.Fatal("no plan of seeds 1..200 heartbeats: the runtime plans draw no Extend")
 	}
-	rh.History.Adapter, rh.History.Seed = "memory", 11
+	seed--
+	rh.History.Adapter, rh.History.Seed = "memory", uint64(seed)
 	props := linearizability.CheckRuntime(p, rh)
 	v := linearizability.Check(rh.History, 10*time.Second)
 	dir, err := linearizability.SaveRuntimeFailure(t.TempDir(), p, rh, v, props)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := linearizability.Failure{Seed: 11, Result: v.Result, History: rh.History, Properties: props, RuntimePlan: p, Dir: dir}
+	f := linearizability.Failure{Seed: uint64(seed), Result: v.Result, History: rh.History, Properties: props, RuntimePlan: p, Dir: dir}
 	var b bytes.Buffer
 	summary(&b, []linearizability.Report{{Adapter: "memory", Histories: 1, Violations: 1, Failures: []linearizability.Failure{f}}}, &checkFlags{mode: "fake", runtime: true}, nil)
-	for _, want := range []string{"breaks heartbeat-lease", "heartbeat-lease: worker", "leasehold check --runtime --seed 11"} {
+	for _, want := range []string{"breaks heartbeat-lease", "heartbeat-lease: worker", fmt.Sprintf("leasehold check --runtime --seed %d", seed)} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("the summary lacks %q:\n%s", want, b.String())
 		}

