@@ -20,7 +20,7 @@ var _ core.BatchStore = (*Store)(nil)
 func (s *Store) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (core.BatchResult, error) {
 	items := make([]core.ItemResult, len(p.Tasks))
 	now, err := s.write(ctx, p.Queue, func() error { return model.CheckBatchSize(len(p.Tasks)) }, func(t tx, now time.Time) error {
-		clear(items) // the committer may run an operation again in a new transaction
+		clear(items) // the writer may run an operation again in a new transaction
 		base, err := t.seq(p.Queue)
 		if err != nil {
 			return err

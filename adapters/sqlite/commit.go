@@ -2,10 +2,10 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/leasehold/leasehold/core"
@@ -13,15 +13,23 @@ import (
 )
 
 // Group commit. With synchronous=FULL every commit waits for the disk, so
-// the writes of a store go through one goroutine, the committer, which runs
-// the operations waiting at that moment in one transaction and commits them
+// the writes of a store are serialized on the writer connection and the
+// operations waiting at one moment run in one transaction and commit
 // together: one sync for the batch instead of one per operation. Each
 // operation runs inside a savepoint of its own; one that fails is rolled
 // back to its savepoint and changes nothing, and the others commit. An
 // operation still returns only after the commit that made it durable.
 //
+// There is no committer goroutine: the caller of an operation that finds
+// the writer idle becomes the leader and runs the transaction itself, with
+// every operation queued by then; operations that arrive while it runs
+// queue, and when it has committed it hands the lead to the oldest of them,
+// whose goroutine runs the next batch. An operation with nothing to share
+// its transaction with thus runs on its caller's goroutine, with no
+// hand-off between threads.
+//
 // Atomicity and order are those of one transaction per operation: the
-// operations of a batch were all in progress at once, the committer runs
+// operations of a batch were all in progress at once, the leader runs
 // them one after the other in the order they arrived, each reading the
 // clock when its turn comes, and each sees the effects of those before it.
 
@@ -40,7 +48,7 @@ const (
 	sqlRollbackTo = `ROLLBACK TO op`
 )
 
-// job is one write operation waiting for the committer.
+// job is one write operation waiting for the writer connection.
 type job struct {
 	ctx context.Context
 	fn  func(t tx, now time.Time) error
@@ -48,75 +56,107 @@ type job struct {
 	// any transaction (VACUUM cannot run inside one).
 	direct func(c *wconn) error
 
-	now  time.Time // the clock reading it ran with
-	err  error
-	done chan struct{}
+	now time.Time // the clock reading it ran with
+	err error
+	// wake receives once: when the job has finished, or, with lead set,
+	// when its goroutine is to lead the next batch.
+	wake chan struct{}
+	lead bool
 }
+
+func newJob(ctx context.Context) *job { return &job{ctx: ctx, wake: make(chan struct{}, 1)} }
 
 func (j *job) finish(err error) {
 	j.err = err
-	close(j.done)
+	j.wake <- struct{}{}
 }
 
-// commitLoop is the committer: it holds the writer connection, takes the
-// operations waiting and runs them in one transaction, until Close closes
-// s.jobs.
-func (s *Store) commitLoop(conn *sql.Conn) {
-	defer close(s.loopDone)
-	defer conn.Close()
-	err := conn.Raw(func(dc any) error {
-		c, err := newWconn(dc)
-		if err != nil {
-			return err
+// writers is the queue of the writer connection: the operations waiting
+// for it and whether a leader holds it.
+type writers struct {
+	mu      sync.Mutex
+	queue   []*job
+	leading bool
+	batch   []*job // the leader's batch, reused
+}
+
+// submit runs j on the writer connection, in a batch with the operations
+// waiting at the same time, and returns when j has finished.
+func (s *Store) submit(j *job) {
+	w := &s.writers
+	w.mu.Lock()
+	w.queue = append(w.queue, j)
+	if w.leading {
+		w.mu.Unlock()
+		<-j.wake
+		if !j.lead {
+			return // a leader ran it
 		}
-		defer c.close()
-		s.serve(c)
-		return nil
-	})
-	if err != nil {
-		for j := range s.jobs {
-			j.finish(fmt.Errorf("leasehold/sqlite: writer connection: %w", err))
+		// j leads now; it is the oldest in the queue.
+	} else {
+		w.leading = true
+		w.mu.Unlock()
+	}
+	s.lead()
+	<-j.wake // the batch has finished j
+}
+
+// lead runs one batch from the head of the queue, then passes the lead to
+// the oldest operation still queued or leaves the writer idle.
+func (s *Store) lead() {
+	w := &s.writers
+	// Yield once before collecting: an operation issued at the same moment
+	// (a worker's next Pop beside the acknowledgement of its last task) is
+	// then queued in time to share this transaction.
+	runtime.Gosched()
+	w.mu.Lock()
+	n := 0
+	if w.queue[0].direct != nil {
+		n = 1 // a direct job runs alone
+	} else {
+		for n < len(w.queue) && n < maxGroup && w.queue[n].direct == nil {
+			n++
 		}
 	}
-}
+	batch := append(w.batch[:0], w.queue[:n]...)
+	rest := copy(w.queue, w.queue[n:])
+	clear(w.queue[rest:])
+	w.queue = w.queue[:rest]
+	w.mu.Unlock()
 
-// serve runs the operations of s.jobs on c until s.jobs is closed.
-func (s *Store) serve(c *wconn) {
-	batch := make([]*job, 0, maxGroup)
-	for first := range s.jobs {
-		if first.direct != nil {
-			first.finish(first.direct(c))
-			continue
-		}
-		batch = append(batch[:0], first)
-		// Yield once before collecting: an operation issued at the same
-		// moment (a worker's next Pop beside the acknowledgement of its
-		// last task) is then queued in time to share this transaction.
-		runtime.Gosched()
-		var after *job // a direct job that ended the collection
-	collect:
-		for len(batch) < maxGroup {
-			select {
-			case j, ok := <-s.jobs:
-				if !ok {
-					break collect
-				}
-				if j.direct != nil {
-					after = j
-					break collect
-				}
-				batch = append(batch, j)
-			default:
-				break collect
-			}
-		}
+	if batch[0].direct != nil {
+		j := batch[0]
+		j.finish(s.direct(j))
+	} else {
 		for pending := batch; len(pending) > 0; {
-			pending = s.commitBatch(c, pending)
-		}
-		if after != nil {
-			after.finish(after.direct(c))
+			pending = s.commitBatch(s.wc, pending)
 		}
 	}
+	clear(batch)
+	w.batch = batch[:0]
+
+	w.mu.Lock()
+	if len(w.queue) == 0 {
+		w.leading = false
+	} else {
+		next := w.queue[0]
+		next.lead = true
+		next.wake <- struct{}{}
+	}
+	w.mu.Unlock()
+}
+
+// direct runs a direct job, turning a panic into an error.
+func (s *Store) direct(j *job) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("leasehold/sqlite: internal error: %v", r)
+		}
+	}()
+	if err := j.ctx.Err(); err != nil {
+		return err
+	}
+	return j.direct(s.wc)
 }
 
 // contained reports whether err leaves the transaction usable: the errors of
@@ -204,7 +244,7 @@ func (s *Store) commitBatch(c *wconn, jobs []*job) (again []*job) {
 		s.grouped.Add(int64(len(done)))
 	}
 	for _, j := range done {
-		close(j.done)
+		j.finish(nil)
 	}
 	return nil
 }

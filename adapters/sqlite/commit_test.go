@@ -14,8 +14,8 @@ import (
 	"github.com/leasehold/leasehold/model"
 )
 
-// TestGroupCommitKeepsEachOperationAtomic runs batches through the
-// committer by hand: an operation that fails with an error of the model is
+// TestGroupCommitKeepsEachOperationAtomic runs batches on the writer
+// connection by hand: an operation that fails with an error of the model is
 // rolled back to its savepoint while the others of its batch commit; one
 // that fails otherwise aborts the batch, and the others run again in a new
 // one and commit once; an operation whose context has ended never runs.
@@ -29,13 +29,15 @@ func TestGroupCommitKeepsEachOperationAtomic(t *testing.T) {
 	// write), then fails with fail (nil: succeeds).
 	runs := map[string]int{}
 	draw := func(ctx context.Context, queue string, fail error) *job {
-		return &job{ctx: ctx, done: make(chan struct{}), fn: func(t tx, now time.Time) error {
+		j := newJob(ctx)
+		j.fn = func(t tx, now time.Time) error {
 			runs[queue]++
 			if _, err := t.draw(queue, 1); err != nil {
 				return err
 			}
 			return fail
-		}}
+		}
+		return j
 	}
 	seq := func(queue string) (n int64) {
 		err := s.r.QueryRow(`SELECT seq FROM queues WHERE name = ?`, queue).Scan(&n)
@@ -44,18 +46,18 @@ func TestGroupCommitKeepsEachOperationAtomic(t *testing.T) {
 		}
 		return n
 	}
-	// commit hands the committer the jobs as one batch.
+	// commit runs the jobs on the writer connection as one batch.
 	commit := func(jobs ...*job) {
-		batch := &job{ctx: context.Background(), done: make(chan struct{}), direct: func(c *wconn) error {
+		batch := newJob(context.Background())
+		batch.direct = func(c *wconn) error {
 			for pending := jobs; len(pending) > 0; {
 				pending = s.commitBatch(c, pending)
 			}
 			return nil
-		}}
-		s.jobs <- batch
-		<-batch.done
+		}
+		s.submit(batch)
 		for _, j := range jobs {
-			<-j.done
+			<-j.wake
 		}
 	}
 
@@ -88,7 +90,8 @@ func TestGroupCommitKeepsEachOperationAtomic(t *testing.T) {
 		t.Errorf("c ran %d times, d %d; want c again after the abort, d once", runs["c"], runs["d"])
 	}
 
-	panics := &job{ctx: bg, done: make(chan struct{}), fn: func(tx, time.Time) error { panic("boom") }}
+	panics := newJob(bg)
+	panics.fn = func(tx, time.Time) error { panic("boom") }
 	e := draw(bg, "e", nil)
 	commit(panics, e)
 	if panics.err == nil || e.err != nil || seq("e") != 1 {
@@ -97,7 +100,7 @@ func TestGroupCommitKeepsEachOperationAtomic(t *testing.T) {
 }
 
 // TestConcurrentWorkersShareCommits has goroutines pop and decide tasks on
-// one store at once, so their operations meet in the committer's batches.
+// one store at once, so their operations meet in the writer's batches.
 // Every task must end decided by exactly one successful decision, a second
 // decision with the same claim must be refused, and some operations must
 // have been committed together.

@@ -9,23 +9,24 @@ import (
 	"io"
 )
 
-// wconn is the writer connection as the committer uses it: the driver's own
-// connection (reached through sql.Conn.Raw for the committer's whole life),
-// with every statement prepared on it once, on first use, and kept. Only the
-// committer goroutine touches it, so it needs no lock, and a statement runs
-// without database/sql's per-call bookkeeping (a transaction's copy of each
+// wconn is the writer connection: the driver's own connection, outside
+// database/sql, with every statement prepared on it once, on first use, and
+// kept. Only the leader of the writers (see commit.go) touches it, one at a
+// time, so it needs no lock of its own, and a statement runs without
+// database/sql's per-call bookkeeping (a transaction's copy of each
 // statement, argument conversion, the connection's locks).
 type wconn struct {
+	conn  driver.Conn
 	dc    driver.ConnPrepareContext
 	stmts map[string]driver.Stmt
 }
 
-func newWconn(dc any) (*wconn, error) {
+func newWconn(dc driver.Conn) (*wconn, error) {
 	p, ok := dc.(driver.ConnPrepareContext)
 	if !ok {
 		return nil, fmt.Errorf("leasehold/sqlite: driver connection %T cannot prepare with a context", dc)
 	}
-	return &wconn{dc: p, stmts: map[string]driver.Stmt{}}, nil
+	return &wconn{conn: dc, dc: p, stmts: map[string]driver.Stmt{}}, nil
 }
 
 func (c *wconn) stmt(q string) (driver.Stmt, error) {
@@ -40,12 +41,13 @@ func (c *wconn) stmt(q string) (driver.Stmt, error) {
 	return st, nil
 }
 
-// close closes every prepared statement.
-func (c *wconn) close() {
+// close closes every prepared statement, then the connection.
+func (c *wconn) close() error {
 	for q, st := range c.stmts {
 		st.Close()
 		delete(c.stmts, q)
 	}
+	return c.conn.Close()
 }
 
 // named turns arguments into the driver's values, as database/sql would for

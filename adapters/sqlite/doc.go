@@ -10,11 +10,12 @@
 //
 // A Store holds two database/sql pools on the file:
 //
-//   - the writer: one connection (MaxOpenConns 1), which the committer
-//     (below) holds for the store's whole life and drives through the
-//     driver directly. Every write transaction is BEGIN IMMEDIATE, so it
-//     takes SQLite's write lock before it reads anything. Within a process,
-//     writes queue for the committer; across processes, for the lock,
+//   - the writer: one connection of the driver's own, opened with the
+//     pool's settings, held for the store's whole life and driven directly,
+//     by one operation's goroutine at a time (below). Every write
+//     transaction is BEGIN IMMEDIATE, so it takes SQLite's write lock
+//     before it reads anything. Within a process, writes queue for the
+//     writer connection; across processes, for the lock,
 //     waiting up to the busy timeout (WithBusyTimeout). A transaction
 //     therefore never reads a state that another writer changes before it
 //     commits, and never fails with a "database is locked" upgrade error
@@ -25,19 +26,21 @@
 //     the write-ahead log (journal_mode=WAL) readers never wait for the
 //     writer nor block it.
 //
-// Writes go through one goroutine per store, the committer, which commits
-// the operations waiting at the same moment in one transaction (group
-// commit): each runs in a savepoint of its own, so one that is refused is
+// Writes queue for the writer connection, and the operations waiting at the
+// same moment are committed in one transaction (group commit): the caller
+// of an operation that finds the writer idle runs the transaction on its
+// own goroutine, with every operation queued by then, and hands the next
+// batch to the oldest operation that arrived meanwhile. Each runs in a savepoint of its own, so one that is refused is
 // rolled back alone (a transaction that holds one operation needs none),
 // and with synchronous=FULL (the default, see
 // WithSynchronous) a batch costs one sync of the log instead of one per
 // operation. Every operation still returns only once the commit that holds
 // it is durable against a crash of the process or the host. An operation
-// whose context ends while it waits for the committer is not performed; one
+// whose context ends while it waits for the writer is not performed; one
 // that has started runs to its end.
 //
-// EnqueueBatch and AckBatch (core.BatchStore) are one operation of the
-// committer each: their items run in order in its transaction, each with the
+// EnqueueBatch and AckBatch (core.BatchStore) are one write operation
+// each: their items run in order in its transaction, each with the
 // checks and the guarded statement of Enqueue or Ack, answered one by one. A
 // refused item writes nothing, so it needs no savepoint.
 //
@@ -79,7 +82,7 @@
 // # Guarded updates
 //
 // Each operation is atomic (a transaction of its own, or a savepoint of the
-// committer's batch), and the statement that changes a task
+// batch of the writer), and the statement that changes a task
 // carries the operation's guard in its WHERE clause: a worker's decision
 // (Extend, Ack, Fail, Retry) names the task ID, the claim token and the
 // Running state; a broker's decision (Requeue, Finalize) names the version of

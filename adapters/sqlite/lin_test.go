@@ -17,7 +17,7 @@ import (
 
 // sharedFactory makes the backend of each history: one Store on a new
 // database file, which every client of the plan shares, so their operations
-// meet in the committer's batches. It commits with synchronous=FULL, the
+// meet in the writer's batches. It commits with synchronous=FULL, the
 // default, whose slower syncs let batches form. (backends.SQLite gives each
 // client a Store of its own instead.)
 func sharedFactory(dir string, mode sqlite.PopMode) linearizability.Factory {

@@ -7,5 +7,5 @@ import (
 )
 
 // TestMain fails the run if a goroutine outlives the tests: a store that is
-// not closed leaves its committer and connection goroutines behind.
+// not closed leaves its connection goroutines behind.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

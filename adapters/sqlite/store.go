@@ -27,13 +27,13 @@ type Store struct {
 	capacity int
 	popMode  PopMode
 
-	w      *sql.DB // the one writer connection, held by the committer
-	r      *sql.DB // read-only pool for Get, List and Counts
-	rstmts stmtCache
+	w       *sql.DB // the writer's pool, for opening and migrating
+	wc      *wconn  // the writer connection (see commit.go)
+	writers writers
+	r       *sql.DB // read-only pool for Get, List and Counts
+	rstmts  stmtCache
 
-	jobs     chan *job     // write operations for the committer
-	loopDone chan struct{} // closed when the committer has stopped
-	grouped  atomic.Int64  // operations committed in a batch of more than one
+	grouped atomic.Int64 // operations committed in a batch of more than one
 
 	mu     sync.RWMutex // held shared by every operation, exclusively by Close
 	closed bool
@@ -176,8 +176,9 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if cfg.sync == SyncNormal {
 		syncMode = "NORMAL"
 	}
-	w, err := sql.Open("sqlite", path+"?"+common+"&_txlock=immediate&_pragma=journal_mode(WAL)&_pragma=synchronous("+syncMode+")"+
-		fmt.Sprintf("&_pragma=wal_autocheckpoint(%d)", cfg.checkpoint))
+	wdsn := path + "?" + common + "&_txlock=immediate&_pragma=journal_mode(WAL)&_pragma=synchronous(" + syncMode + ")" +
+		fmt.Sprintf("&_pragma=wal_autocheckpoint(%d)", cfg.checkpoint)
+	w, err := sql.Open("sqlite", wdsn)
 	if err != nil {
 		return nil, fmt.Errorf("leasehold/sqlite: open %s: %w", path, err)
 	}
@@ -196,16 +197,23 @@ func Open(path string, opts ...Option) (*Store, error) {
 	}
 	r.SetMaxOpenConns(cfg.readers)
 	r.SetMaxIdleConns(cfg.readers)
-	conn, err := w.Conn(context.Background())
+	// The writer connection is the driver's own, opened with the same
+	// settings as the pool's and driven directly (see wconn).
+	dc, err := w.Driver().Open(wdsn)
 	if err != nil {
 		r.Close()
 		w.Close()
 		return nil, fmt.Errorf("leasehold/sqlite: open %s: %w", path, err)
 	}
-	s := &Store{path: path, clock: cfg.clock, capacity: cfg.capacity, popMode: cfg.popMode, w: w, r: r,
-		jobs: make(chan *job), loopDone: make(chan struct{})}
+	wc, err := newWconn(dc)
+	if err != nil {
+		dc.Close()
+		r.Close()
+		w.Close()
+		return nil, err
+	}
+	s := &Store{path: path, clock: cfg.clock, capacity: cfg.capacity, popMode: cfg.popMode, w: w, wc: wc, r: r}
 	s.rstmts.db = r
-	go s.commitLoop(conn)
 	return s, nil
 }
 
@@ -292,14 +300,13 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	close(s.jobs) // every operation has returned: none can be queued any more
-	<-s.loopDone
+	// Every operation has returned: none holds or waits for the writer.
 	return s.closeDBs()
 }
 
 func (s *Store) closeDBs() error {
 	s.rstmts.close()
-	return errors.Join(s.r.Close(), s.w.Close())
+	return errors.Join(s.wc.close(), s.r.Close(), s.w.Close())
 }
 
 // Vacuum rebuilds the database file to return the space of deleted tasks to
@@ -313,12 +320,12 @@ func (s *Store) Vacuum(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	j := &job{ctx: ctx, done: make(chan struct{}), direct: func(c *wconn) error {
+	j := newJob(ctx)
+	j.direct = func(c *wconn) error {
 		_, err := c.exec("VACUUM")
 		return err
-	}}
-	s.jobs <- j
-	<-j.done
+	}
+	s.submit(j)
 	if j.err != nil {
 		return fmt.Errorf("leasehold/sqlite: vacuum: %w", j.err)
 	}
@@ -331,7 +338,7 @@ func (s *Store) Path() string { return s.path }
 // String names the store.
 func (s *Store) String() string { return fmt.Sprintf("sqlite store %s (pop %v)", s.path, s.popMode) }
 
-// tx is one write transaction of the committer on the writer connection.
+// tx is one write transaction on the writer connection.
 type tx struct {
 	s *Store
 	c *wconn
@@ -372,19 +379,19 @@ func (s *Store) enter(ctx context.Context, queue string, validate func() error) 
 }
 
 // write performs one write operation: fn runs inside a BEGIN IMMEDIATE
-// transaction of the committer (see commit.go), with now read from the clock
+// transaction on the writer connection (see commit.go), with now read from the clock
 // once the write lock is held, so it is the instant the operation takes
-// effect. If fn returns an error, nothing it did is kept. The committer may
-// run fn more than once (in a new transaction, when another operation's
+// effect. If fn returns an error, nothing it did is kept. fn may run more
+// than once (in a new transaction, when another operation's
 // failure aborted the first), so fn must set its results afresh each time.
 func (s *Store) write(ctx context.Context, queue string, validate func() error, fn func(t tx, now time.Time) error) (time.Time, error) {
 	if err := s.enter(ctx, queue, validate); err != nil {
 		return time.Time{}, err
 	}
 	defer s.mu.RUnlock()
-	j := &job{ctx: ctx, fn: fn, done: make(chan struct{})}
-	s.jobs <- j
-	<-j.done
+	j := newJob(ctx)
+	j.fn = fn
+	s.submit(j)
 	if j.err != nil {
 		return time.Time{}, j.err
 	}
