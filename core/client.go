@@ -32,9 +32,11 @@ type Client struct {
 	workerOpts []WorkerOption // for every queue, before its own
 	brokerOpts []BrokerOption // for every broker, before WithMaintenance's
 	maintOpts  []BrokerOption
+	periodic   []Periodic
 
-	workers []*Worker
-	brokers []*Broker
+	workers   []*Worker
+	brokers   []*Broker
+	scheduler *Scheduler // nil without WithPeriodic
 
 	mu        sync.Mutex
 	started   bool
@@ -80,6 +82,14 @@ func WithQueueDefaults(opts ...WorkerOption) ClientOption {
 // Client's: WithQueues is refused here.
 func WithMaintenance(opts ...BrokerOption) ClientOption {
 	return clientOption(func(c *Client) { c.maintOpts = append(c.maintOpts, opts...) })
+}
+
+// WithPeriodic makes the Client keep the given schedules: it runs a
+// Scheduler beside its brokers, which enqueues each occurrence once however
+// many Clients keep the same schedule (see Periodic). The occurrences may go
+// to any queue of the store, served by this Client or not.
+func WithPeriodic(p ...Periodic) ClientOption {
+	return clientOption(func(c *Client) { c.periodic = append(c.periodic, p...) })
 }
 
 // NewClient returns a Client over store serving the queues named by
@@ -132,6 +142,13 @@ func NewClient(store Store, opts ...ClientOption) (*Client, error) {
 		}
 		c.workers = append(c.workers, w)
 		c.brokers = append(c.brokers, b)
+	}
+	if len(c.periodic) > 0 {
+		s, err := newScheduler(store, &preset, c.periodic, nil)
+		if err != nil {
+			return nil, err
+		}
+		c.scheduler = s
 	}
 	return c, nil
 }
@@ -194,6 +211,9 @@ func (c *Client) Run(ctx context.Context) error {
 	for i, b := range c.brokers {
 		brokers.Go(func() { errs[len(c.workers)+i] = b.Run(mctx) })
 	}
+	if c.scheduler != nil {
+		brokers.Go(func() { _ = c.scheduler.Run(mctx) }) // nil at its end; ran before is impossible
+	}
 	workers.Wait()
 	stopMaint()
 	brokers.Wait()
@@ -201,7 +221,7 @@ func (c *Client) Run(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Shutdown stops the Client: its brokers stop at once, and its workers stop
+// Shutdown stops the Client: its brokers and its scheduler stop at once, and its workers stop
 // popping and wait for their running handlers until ctx is done, as
 // Worker.Shutdown describes. It returns nil once every task is settled and
 // Run has returned.
@@ -254,6 +274,8 @@ func (c *Client) Shutdown(ctx context.Context) error {
 type ClientStats struct {
 	Queues map[string]WorkerStats
 	Broker BrokerStats
+	// Scheduler counts the occurrences of the WithPeriodic schedules.
+	Scheduler SchedulerStats
 }
 
 // Stats returns a snapshot of the Client's counters.
@@ -272,6 +294,9 @@ func (c *Client) Stats() ClientStats {
 		st.Broker.Recovered += s.Recovered
 		st.Broker.StaleDropped += s.StaleDropped
 		st.Broker.StoreErrors += s.StoreErrors
+	}
+	if c.scheduler != nil {
+		st.Scheduler = c.scheduler.Stats()
 	}
 	return st
 }

@@ -2,6 +2,15 @@
 // adapters implement, and the queue, worker, broker and inspector built on it.
 // Every rule it enforces is the model's (package model).
 //
+// # Periodic tasks
+//
+// A Scheduler (or a Client given WithPeriodic) enqueues the occurrences of
+// schedules: Cron expressions and Every intervals. An occurrence's task ID is
+// model.OccurrenceID of the schedule's name and the occurrence time, so any
+// number of Schedulers keeping one schedule enqueue each occurrence once
+// (the others meet ErrConflict), with no leader; Periodic.CatchUp says what
+// happens to occurrences missed while no Scheduler ran.
+//
 // # Telemetry
 //
 // Queue, Worker and Broker record metrics and traces through the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/leasehold/leasehold/adapters/memory"
@@ -215,4 +216,63 @@ func ExampleBatchStore() {
 	// ack item 0 true false
 	// ack item 1 true false
 	// ack item 2 false true
+}
+
+func ExampleWithPeriodic() {
+	clock := core.NewFakeClock(time.Date(2030, 1, 1, 9, 0, 30, 0, time.UTC))
+	store := memory.New(memory.WithClock(clock))
+	defer store.Close()
+
+	// Every day at 09:00 UTC, and every 15 minutes. Each occurrence's task ID
+	// is the schedule's name and the occurrence time, so every Client that
+	// keeps these schedules enqueues each occurrence once between them.
+	daily, err := core.Cron("0 9 * * *")
+	if err != nil {
+		panic(err)
+	}
+	quarterly, err := core.Every(15 * time.Minute)
+	if err != nil {
+		panic(err)
+	}
+	report := func(ctx context.Context, c core.Claim, t core.Task) ([]byte, error) {
+		return []byte("sent"), nil
+	}
+	newClient := func() *core.Client {
+		client, err := core.NewClient(store, core.WithClock(clock),
+			core.WithQueue("reports", report),
+			core.WithPeriodic(
+				// Missed while down: skipped (CatchUp 0).
+				core.Periodic{Name: "daily-report", Queue: "reports", Schedule: daily},
+				// Missed while down: caught up, the last hour's.
+				core.Periodic{Name: "sync", Queue: "reports", Schedule: quarterly, CatchUp: time.Hour},
+			))
+		if err != nil {
+			panic(err)
+		}
+		return client
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var running sync.WaitGroup
+	for _, c := range []*core.Client{newClient(), newClient()} {
+		running.Go(func() { _ = c.Run(ctx) })
+		// Starting at 09:00:30, it catches up 08:15, 08:30, 08:45 and 09:00:
+		// the first Client enqueues them, the second finds them taken.
+		for st := c.Stats().Scheduler; st.Enqueued+st.Duplicates < 4; st = c.Stats().Scheduler {
+			time.Sleep(time.Millisecond)
+		}
+		st := c.Stats().Scheduler
+		fmt.Println("enqueued:", st.Enqueued, "duplicates:", st.Duplicates)
+	}
+	cancel()
+	running.Wait()
+	for _, id := range []string{"sync@2030-01-01T08:15:00.000000Z", "sync@2030-01-01T09:00:00.000000Z", "daily-report@2030-01-01T09:00:00.000000Z"} {
+		_, err := store.Get(context.Background(), core.GetParams{Queue: "reports", ID: id})
+		fmt.Println(id, err == nil)
+	}
+	// Output:
+	// enqueued: 4 duplicates: 0
+	// enqueued: 0 duplicates: 4
+	// sync@2030-01-01T08:15:00.000000Z true
+	// sync@2030-01-01T09:00:00.000000Z true
+	// daily-report@2030-01-01T09:00:00.000000Z false
 }
