@@ -39,6 +39,7 @@ var RuntimeProperties = []Property{
 	{"heartbeat-lease", "every Extend carries the worker's lease, and a worker whose heartbeats reach the store in time never loses its claim", heartbeatLease},
 	{"pass-decides-expired", "a broker pass claims until none is left expired, across batches, and decides each task it claimed", passDecidesExpired},
 	{"store-clock-delays", "a broker decides as its policy says, its delay measured from the store's reading in ClaimExpired; a worker's retry delay from the store's clock as the worker last read it", storeClockDelays},
+	{"periodic-occurrences", "a Client's scheduler enqueues each task under the ID of an occurrence of its schedule, and no occurrence is accepted twice", periodicOccurrences},
 	{"quiescence", "once producers stop and time passes, every task not removed is terminal, and each Succeeded task had exactly one accepted Ack, with its claim's token", quiescence},
 }
 
@@ -431,6 +432,58 @@ func quiescence(c *runtimeCase) []string {
 			out = append(out, fmt.Sprintf("%s is Succeeded with no Ack of token %d", t.ID, t.ClaimToken))
 		}
 	}
+	return out
+}
+
+// periodicOccurrences pins "each occurrence of a schedule is enqueued
+// once, under its own ID": every Enqueue a Client's scheduler sends names an
+// occurrence of the plan's schedule (model.OccurrenceID of PeriodicName and a
+// time the schedule gives, within the ticks), and no occurrence's Enqueue is
+// accepted twice. A scheduler that derives the ID from anything but the
+// occurrence (its clock when it wakes, a counter) breaks it, and so would two
+// Clients enqueueing one occurrence under different IDs.
+func periodicOccurrences(c *runtimeCase) []string {
+	var out []string
+	accepted := map[string]int{}
+	for i, cs := range c.plan.Clients {
+		if cs.Every <= 0 {
+			continue
+		}
+		every, err := core.Every(cs.Every)
+		if err != nil {
+			return []string{fmt.Sprintf("%s: %v", clientName(i), err)}
+		}
+		until := c.epoch.Add(c.plan.Duration())
+		for _, op := range c.byActor[schedulerName(i)] {
+			if op.Input.Op != model.OpEnqueue {
+				out = append(out, fmt.Sprintf("%s sent %v, not an Enqueue", schedulerName(i), op.Input.Op))
+				continue
+			}
+			id := op.Input.Enqueue.ID
+			name, at, ok := model.ParseOccurrenceID(id)
+			switch {
+			case !ok || name != PeriodicName:
+				out = append(out, fmt.Sprintf("%s enqueued %q, not an occurrence ID of schedule %q", schedulerName(i), id, PeriodicName))
+				continue
+			case !every.Next(at.Add(-time.Microsecond)).Equal(at) || at.After(until):
+				out = append(out, fmt.Sprintf("%s enqueued %q: %v is not an occurrence of every %v until %v", schedulerName(i), id, at, cs.Every, until))
+				continue
+			}
+		}
+	}
+	for _, op := range c.ops {
+		if op.Input.Op == model.OpEnqueue && op.Output.Err == "" && !op.Output.Indeterminate {
+			if _, _, ok := model.ParseOccurrenceID(op.Input.Enqueue.ID); ok {
+				accepted[op.Input.Enqueue.ID]++
+			}
+		}
+	}
+	for id, n := range accepted {
+		if n > 1 {
+			out = append(out, fmt.Sprintf("occurrence %s was accepted %d times", id, n))
+		}
+	}
+	slices.Sort(out)
 	return out
 }
 

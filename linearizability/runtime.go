@@ -177,10 +177,27 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 		x.passing = append(x.passing, new(atomic.Bool))
 	}
 	for i, cs := range p.Clients {
-		c, err := core.NewClient(newRouteStore(workerStores[cs.Worker], brokerStores[cs.Broker]),
+		opts := []core.ClientOption{
 			core.WithClock(skewClock{base, p.Workers[cs.Worker].Skew}),
 			core.WithQueue(p.Queue, h.handler(workerName(cs.Worker)), workerOpts[cs.Worker]...),
-			core.WithMaintenance(brokerOpts[cs.Broker]...))
+			core.WithMaintenance(brokerOpts[cs.Broker]...),
+		}
+		var ss core.Store
+		if cs.Every > 0 {
+			if ss, err = open(schedulerName(i), nil, false); err != nil {
+				return nil, err
+			}
+			every, err := core.Every(cs.Every)
+			if err != nil {
+				return nil, fmt.Errorf("linearizability: %s: %w", clientName(i), err)
+			}
+			opts = append(opts, core.WithPeriodic(core.Periodic{
+				Name: PeriodicName, Queue: p.Queue, Payload: []byte("occurrence"),
+				Schedule: untilSchedule{every, epoch.Add(p.Duration())},
+				Options:  []core.EnqueueOption{core.WithMaxAttempts(2)},
+			}))
+		}
+		c, err := core.NewClient(newRouteStore(workerStores[cs.Worker], brokerStores[cs.Broker], ss), opts...)
 		if err != nil {
 			return nil, fmt.Errorf("linearizability: %s: %w", clientName(i), err)
 		}
@@ -226,6 +243,21 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 	rh.Invocations = h.invocations()
 	rh.Readings = rec.readingsCopy()
 	return rh, nil
+}
+
+// untilSchedule is a schedule that ends: no occurrence after until, so the
+// plan's queue can drain once its ticks are over.
+type untilSchedule struct {
+	core.Schedule
+	until time.Time
+}
+
+func (u untilSchedule) Next(t time.Time) time.Time {
+	n := u.Schedule.Next(t)
+	if n.After(u.until) {
+		return time.Time{}
+	}
+	return n
 }
 
 // runtimeRun is the controller of one runtime history.

@@ -170,6 +170,23 @@ type ClientSpec struct {
 	Worker int           `json:"worker"`
 	Broker int           `json:"broker"`
 	Grace  time.Duration `json:"grace"`
+	// Every, when set, makes the Client keep the plan's periodic schedule
+	// (PeriodicName, core.Every(Every), into the plan's queue) until the
+	// ticks end: every Client with the same Every keeps the same schedule,
+	// so each occurrence must be enqueued once whoever comes first.
+	Every time.Duration `json:"every,omitempty"`
+}
+
+// PeriodicName is the name of the schedule the runtime plans' Clients keep.
+const PeriodicName = "tick"
+
+// Duration is the time the plan's ticks advance in all.
+func (p *RuntimePlan) Duration() time.Duration {
+	var d time.Duration
+	for _, tk := range p.Ticks {
+		d += tk.Advance
+	}
+	return d
 }
 
 // clientOf returns the client that owns worker or broker i, or -1.
@@ -324,6 +341,7 @@ func workerName(i int) string    { return fmt.Sprintf("worker %d", i) }
 func brokerName(i int) string    { return fmt.Sprintf("broker %d", i) }
 func inspectorName(i int) string { return fmt.Sprintf("inspector %d", i) }
 func clientName(i int) string    { return fmt.Sprintf("client %d", i) }
+func schedulerName(i int) string { return fmt.Sprintf("scheduler %d", i) }
 
 const (
 	producerName = "producer"
@@ -477,6 +495,13 @@ func RuntimePlans(o RuntimeOptions) *rapid.Generator[*RuntimePlan] {
 			p.Brokers[i].Loop, p.Brokers[i].Skew = true, p.Workers[i].Skew
 			p.Clients = append(p.Clients, ClientSpec{Worker: i, Broker: i,
 				Grace: time.Duration(rapid.IntRange(0, 4).Draw(t, "client grace")) * time.Millisecond})
+		}
+		// Clients keep one periodic schedule: all of them, or none.
+		if len(p.Clients) > 0 && rapid.Bool().Draw(t, "periodic") {
+			every := d(1, 4, "every")
+			for i := range p.Clients {
+				p.Clients[i].Every = every
+			}
 		}
 		for i := range p.Ticks {
 			for b, br := range p.Brokers {

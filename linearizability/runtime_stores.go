@@ -335,12 +335,13 @@ func (s unbatchedStore) InjectFault(kind CallFaultKind, d time.Duration) bool {
 type routeStore struct {
 	core.Store // the worker's: Pop, Extend, Ack, Fail, Retry, and the rest
 	broker     core.Store
+	scheduler  core.Store // Enqueue, of the Client's periodic schedule; nil: the worker's
 }
 
 // newRouteStore returns a routeStore, a core.BatchStore when the worker's
 // store is one.
-func newRouteStore(worker, broker core.Store) core.Store {
-	r := &routeStore{Store: worker, broker: broker}
+func newRouteStore(worker, broker, scheduler core.Store) core.Store {
+	r := &routeStore{Store: worker, broker: broker, scheduler: scheduler}
 	if bs, ok := worker.(core.BatchStore); ok {
 		return &batchRouteStore{r, bs}
 	}
@@ -365,6 +366,15 @@ func (r *routeStore) Finalize(ctx context.Context, p core.FinalizeParams) (core.
 
 func (r *routeStore) RecoverExpired(ctx context.Context, p core.RecoverExpiredParams) (core.TasksResult, error) {
 	return r.broker.RecoverExpired(ctx, p)
+}
+
+// Enqueue goes to the scheduler's store: only a Client's periodic schedule
+// enqueues.
+func (r *routeStore) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskResult, error) {
+	if r.scheduler == nil {
+		return r.Store.Enqueue(ctx, p)
+	}
+	return r.scheduler.Enqueue(ctx, p)
 }
 
 // Close closes nothing: the harness closes the component stores.

@@ -72,6 +72,7 @@ var Catalogue = []Mutant{
 	{"broker-decides-retries-itself", "a broker requeues every lapsed task while Attempt <= MaxAttempts instead of asking the retry policy, so a task on its last attempt runs once more", Runtime, []string{Core}},
 	{"heartbeat-renews-for-interval", "a worker's heartbeat extends the lease by the heartbeat interval instead of the lease", Runtime, []string{Core}},
 	{"worker-acks-result-with-error", "a worker acknowledges a handler that returned a result together with an error, as if the error were not there", Runtime, []string{Core}},
+	{"periodic-id-includes-wall-clock", "a scheduler derives an occurrence's task ID from its wall clock when it wakes, not from the occurrence time, so two Clients keeping one schedule enqueue the occurrence twice under different IDs", Runtime, []string{Core}},
 	{"worker-panic-acked", "a worker logs a handler's panic and acknowledges the task as done instead of failing the attempt", Runtime, []string{Core}},
 }
 
