@@ -27,7 +27,11 @@ func Scenarios() []Scenario {
 const (
 	seedRedis  = "seed 000: the Redis-backed queue whose reaper decisions were not fenced"
 	seedSQLite = "seed 001: the SQLite-backed queue whose acknowledgements had no claim identity"
+	periodic   = "periodic tasks: schedulers on several instances that each enqueue the same occurrence"
 )
+
+// tick is the ID of an occurrence of schedule "tick" (model.OccurrenceID).
+var tick = model.OccurrenceID("tick", time.Date(2030, 1, 2, 3, 4, 0, 0, time.UTC))
 
 var (
 	second = time.Second
@@ -250,6 +254,20 @@ var scenarios = []Scenario{
 			ack("A", "late").fails(invalidTransition(model.OpAck, model.Failed)),
 			ack("B", "late").fails(model.ErrStaleClaim),
 			ack("C", "done").then("c succeeded", "counts scheduled=1 running=0 succeeded=1 failed=1"),
+		},
+	},
+	{
+		Name:    "PeriodicOccurrenceOnce",
+		Origin:  periodic,
+		Summary: "Two schedulers enqueue the same occurrence under its ID (the schedule's name and the occurrence time): the second is refused as a conflict, and so is a late one after the occurrence ran, for as long as its task is kept; once it is pruned the ID is free again.",
+		Steps: []Step{
+			enqueue(tick).then(tick+" ready", "counts ready=1"),
+			enqueue(tick).fails(model.ErrConflict).then(tick+" ready", "counts ready=1"),
+			pop("W", tick),
+			ack("W", "done"),
+			enqueue(tick).fails(model.ErrConflict).after(minute).then(tick+" succeeded result=done", "counts ready=0 succeeded=1"),
+			prune([]model.State{model.Succeeded}, tick).after(minute),
+			enqueue(tick).then(tick+" ready attempt=0", "counts ready=1 succeeded=0"),
 		},
 	},
 }
