@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -173,9 +174,117 @@ func (f *fixture) wantCorrupt(id string, names ...string) {
 	}
 }
 
-// Garbage written into a task's hash makes every operation that reads the
-// task refuse with ErrCorrupt, write nothing and not panic.
-func TestGarbageInATaskHashIsCorrupt(t *testing.T) {
+// decisions lists the operations that decide the task id (a worker's, a
+// broker's, the operator's requeue): on a damaged record each is
+// ErrCorrupt and writes nothing.
+func decisions(id string) []string {
+	if id == "run" {
+		return []string{"InspectRequeue", "Extend", "Ack", "Fail", "Retry", "Requeue", "Finalize"}
+	}
+	return []string{"InspectRequeue"}
+}
+
+// scanOf names the scan that reaches the task id through its order index.
+func scanOf(id string) string {
+	return map[string]string{"sch": "Promote", "rdy": "Pop", "run": "ClaimExpired", "ok": "Prune", "bad": "Prune"}[id]
+}
+
+// wantDamaged checks what the model says of the damaged record id before a
+// scan meets it: every decision is ErrCorrupt, Get shows it quarantined
+// with a reason, List of its state passes over it, its ID stays taken
+// (when its key holds anything: taken), and none of it writes anything.
+func (f *fixture) wantDamaged(id, state string, taken bool, decide ...string) {
+	f.t.Helper()
+	f.wantCorrupt(id, decide...)
+	before := dump(f.t, f.c, f.s)
+	got, err := f.s.Get(f.ctx, core.GetParams{Queue: f.q, ID: id})
+	if err != nil || got.State != core.Quarantined || got.Quarantine == "" {
+		f.t.Errorf("Get of the damaged record: %+v, %v; want it quarantined with a reason", got, err)
+	}
+	if state != "" {
+		st, _ := model.ParseState(state)
+		res, err := f.s.List(f.ctx, core.ListParams{Queue: f.q, State: st, Limit: 100})
+		if err != nil || slices.ContainsFunc(res.Tasks, func(t core.Task) bool { return t.ID == id }) {
+			f.t.Errorf("List(%s): %v, %v; want it without the damaged record", state, res.Tasks, err)
+		}
+	}
+	if taken {
+		_, err = f.s.Enqueue(f.ctx, core.EnqueueParams{Queue: f.q, EnqueueArgs: model.EnqueueArgs{ID: id, MaxAttempts: 1}})
+		if !errors.Is(err, core.ErrConflict) {
+			f.t.Errorf("Enqueue of the damaged record's ID: %v, want ErrConflict", err)
+		}
+	}
+	unchanged(f.t, "the reads and refusals on a damaged record", before, dump(f.t, f.c, f.s))
+}
+
+// runScan runs the named scan, which must succeed.
+func (f *fixture) runScan(name string) {
+	f.t.Helper()
+	if err := f.ops()[name](); err != nil {
+		f.t.Fatalf("%s past a damaged record: %v", name, err)
+	}
+}
+
+// wantSetAside checks a record the scan set aside: Get, List and Counts
+// show it quarantined with a reason, decisions on it are refused as the
+// model's (stale claims, an invalid transition), and the operator's Remove
+// deletes it and every index entry of its ID.
+func (f *fixture) wantSetAside(id, reason string) {
+	f.t.Helper()
+	got, err := f.s.Get(f.ctx, core.GetParams{Queue: f.q, ID: id})
+	if err != nil || got.State != core.Quarantined || !strings.Contains(got.Quarantine, reason) {
+		f.t.Errorf("Get after the scan: %+v, %v; want it quarantined, the reason saying %q", got, err, reason)
+	}
+	wantIndexes(f.t, f.c, f.s, f.q, id, "ids:quarantined@0")
+	res, err := f.s.List(f.ctx, core.ListParams{Queue: f.q, State: core.Quarantined, Limit: 10})
+	if err != nil || len(res.Tasks) != 1 || res.Tasks[0].ID != id || res.Tasks[0].Quarantine != got.Quarantine {
+		f.t.Errorf("List(quarantined): %+v, %v", res.Tasks, err)
+	}
+	if c, err := f.s.Counts(f.ctx, core.CountsParams{Queue: f.q}); err != nil || c.Quarantined != 1 {
+		f.t.Errorf("Counts: %+v, %v; want 1 quarantined", c, err)
+	}
+	before := dump(f.t, f.c, f.s)
+	if id == "run" {
+		if _, err := f.s.Ack(f.ctx, core.AckParams{Claim: f.claim}); !errors.Is(err, core.ErrStaleClaim) {
+			f.t.Errorf("Ack of a quarantined record: %v, want ErrStaleClaim", err)
+		}
+		if _, err := f.s.Requeue(f.ctx, core.RequeueParams{ReapClaim: f.rc}); !errors.Is(err, core.ErrStaleClaim) {
+			f.t.Errorf("Requeue of a quarantined record: %v, want ErrStaleClaim", err)
+		}
+	}
+	if _, err := f.s.InspectRequeue(f.ctx, core.InspectParams{Queue: f.q, ID: id}); !errors.Is(err, core.ErrInvalidTransition) {
+		f.t.Errorf("InspectRequeue of a quarantined record: %v, want ErrInvalidTransition", err)
+	}
+	if _, err := f.s.Remove(f.ctx, core.InspectParams{Queue: f.q, ID: id, Expect: 1}); !errors.Is(err, core.ErrConflict) {
+		f.t.Errorf("Remove of a quarantined record with a version: %v, want ErrConflict", err)
+	}
+	unchanged(f.t, "the refusals on a quarantined record", before, dump(f.t, f.c, f.s))
+	f.wantRemoved(id)
+}
+
+// wantRemoved removes the record id (expect 0), which must come back
+// quarantined, and checks that nothing of it is left.
+func (f *fixture) wantRemoved(id string) {
+	f.t.Helper()
+	r, err := f.s.Remove(f.ctx, core.InspectParams{Queue: f.q, ID: id})
+	if err != nil || r.Task.State != core.Quarantined {
+		f.t.Errorf("Remove: %+v, %v; want the quarantined record", r.Task, err)
+	}
+	if _, err := f.s.Get(f.ctx, core.GetParams{Queue: f.q, ID: id}); !errors.Is(err, core.ErrNotFound) {
+		f.t.Errorf("Get after Remove: %v, want ErrNotFound", err)
+	}
+	wantIndexes(f.t, f.c, f.s, f.q, id)
+}
+
+// Garbage written into a stored task damages that record only: decisions
+// on it are ErrCorrupt, reads show it quarantined and write nothing, the
+// scan that reaches it sets it aside in the same call and goes on (Prune
+// deletes a damaged finished record whose state still reads, as the model
+// does), and the operator removes it. A version beyond the queue's
+// sequence is the sequence's damage: every operation that reads the task
+// is ErrCorrupt, as for the queue-wide records in
+// TestGarbageInAQueueWideRecordIsCorrupt.
+func TestGarbageInATaskIsSetAside(t *testing.T) {
 	fields := []struct {
 		field string
 		value any
@@ -194,6 +303,20 @@ func TestGarbageInATaskHashIsCorrupt(t *testing.T) {
 		{"errors", "garbage"}, {"errors", "1 2 0 99:short"}, {"errors", "1 2 7 1:x"}, {"errors", int64(5)},
 		{"result", false},
 	}
+	states := map[string]string{"sch": "scheduled", "rdy": "ready", "run": "running", "ok": "succeeded", "bad": "failed"}
+	check := func(f *fixture, id string, stateReads bool) {
+		f.wantDamaged(id, states[id], true, decisions(id)...)
+		f.runScan(scanOf(id))
+		if scanOf(id) == "Prune" && stateReads {
+			// Pruned as the state it still names.
+			if _, err := f.s.Get(f.ctx, core.GetParams{Queue: f.q, ID: id}); !errors.Is(err, core.ErrNotFound) {
+				f.t.Errorf("Get after Prune: %v, want ErrNotFound", err)
+			}
+			wantIndexes(f.t, f.c, f.s, f.q, id)
+			return
+		}
+		f.wantSetAside(id, "")
+	}
 	for _, id := range []string{"sch", "rdy", "run", "ok", "bad"} {
 		for i, fv := range fields {
 			t.Run(fmt.Sprintf("%s/%s=%#v", id, fv.field, fv.value), func(t *testing.T) {
@@ -209,7 +332,11 @@ func TestGarbageInATaskHashIsCorrupt(t *testing.T) {
 					stored[slices.Index(redis.StoredFields, fv.field)] = fv.value
 				}
 				f.redis("SET", key, redis.PackValues(stored))
-				f.wantCorrupt(id, opsTouching(id)...)
+				if fv.field == "version" && fv.value == int64(99999) {
+					f.wantCorrupt(id, slices.DeleteFunc(opsTouching(id), func(op string) bool { return op == "EnqueueSameID" })...)
+					return
+				}
+				check(f, id, i > 0 && fv.field != "state")
 			})
 		}
 		t.Run(id+"/hash instead of a packed task", func(t *testing.T) {
@@ -217,59 +344,129 @@ func TestGarbageInATaskHashIsCorrupt(t *testing.T) {
 			key := f.s.TaskKey(f.q, id)
 			f.redis("DEL", key)
 			f.redis("HSET", key, "payload", "p")
-			f.wantCorrupt(id, opsTouching(id)...)
+			check(f, id, false)
 		})
 		t.Run(id+"/string that is not a packed task", func(t *testing.T) {
 			f := newFixture(t)
-			key := f.s.TaskKey(f.q, id)
-			f.redis("SET", key, "garbage")
-			f.wantCorrupt(id, opsTouching(id)...)
+			f.redis("SET", f.s.TaskKey(f.q, id), "garbage")
+			check(f, id, false)
 		})
 		t.Run(id+"/packed map instead of an array", func(t *testing.T) {
 			f := newFixture(t)
-			key := f.s.TaskKey(f.q, id)
-			f.redis("SET", key, "\x81\xa1k\xa1v")
-			f.wantCorrupt(id, opsTouching(id)...)
+			f.redis("SET", f.s.TaskKey(f.q, id), "\x81\xa1k\xa1v")
+			check(f, id, false)
 		})
 		t.Run(id+"/packed value with bytes after it", func(t *testing.T) {
 			f := newFixture(t)
-			key := f.s.TaskKey(f.q, id)
-			f.redis("APPEND", key, "\xa1x")
-			f.wantCorrupt(id, opsTouching(id)...)
+			f.redis("APPEND", f.s.TaskKey(f.q, id), "\xa1x")
+			check(f, id, true)
 		})
 	}
 }
 
-// Garbage in an index or the sequence makes every operation that reads it
-// refuse with ErrCorrupt and write nothing.
-func TestGarbageInAnIndexIsCorrupt(t *testing.T) {
+// An index entry that disagrees with its task (no task, a task of another
+// state, another score, an entry missing from an index) is the record's
+// damage: decisions on it are ErrCorrupt, Get shows it quarantined, the
+// scan that reaches it sets it aside and goes on with the sound tasks, and
+// the operator removes it with every index entry of its ID.
+func TestIndexDamageIsSetAside(t *testing.T) {
+	cases := []struct {
+		name    string
+		corrupt func(f *fixture)
+		id      string   // the damaged record
+		decide  []string // the decisions on it (ErrCorrupt)
+		scan    string   // the scan that reaches it ("": none)
+		sound   string   // a sound task the scan still processes
+		reason  string
+	}{
+		{"ReadyEntryWithoutItsTask", func(f *fixture) { f.redis("ZADD", f.keys["ready"], 0, "ghost") }, "ghost", nil, "Pop", "rdy", "without its task"},
+		{"ScheduledEntryWithoutItsTask", func(f *fixture) { f.redis("ZADD", f.keys["scheduled"], 0, "ghost") }, "ghost", nil, "Promote", "sch", "without its task"},
+		{"RunningEntryWithoutItsTask", func(f *fixture) { f.redis("ZADD", f.keys["running"], 0, "ghost") }, "ghost", nil, "ClaimExpired", "run", "without its task"},
+		{"FinishedEntryWithoutItsTask", func(f *fixture) { f.redis("ZADD", f.keys["finished"], 0, "ghost") }, "ghost", nil, "Prune", "ok", "without its task"},
+		{"IDIndexEntryWithoutItsTask", func(f *fixture) { f.redis("ZADD", f.keys["ids:ready"], 0, "ghost") }, "ghost", nil, "", "", ""},
+		{"RunningTaskAtAnotherScore", func(f *fixture) { f.redis("ZADD", f.keys["running"], 1, "run") }, "run",
+			decisions("run"), "RecoverExpired", "", "at its score"},
+		{"ReadyTaskMissingFromItsIndex", func(f *fixture) { f.redis("ZREM", f.keys["ready"], "rdy") }, "rdy", nil, "", "", ""},
+		{"RunningTaskMissingFromItsIDIndex", func(f *fixture) { f.redis("ZREM", f.keys["ids:running"], "run") }, "run",
+			[]string{"Extend", "Ack", "Requeue"}, "ClaimExpired", "", "ids:running"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			tc.corrupt(f)
+			// The key of an entry without its task holds nothing: the
+			// ID is free for Enqueue (see the package documentation).
+			f.wantDamaged(tc.id, "", tc.id != "ghost", tc.decide...)
+			if tc.scan == "" {
+				f.wantRemoved(tc.id)
+				return
+			}
+			f.runScan(tc.scan)
+			if tc.sound != "" {
+				got, err := f.s.Get(f.ctx, core.GetParams{Queue: f.q, ID: tc.sound})
+				if err == nil && got.State == core.Quarantined || err != nil && !errors.Is(err, core.ErrNotFound) {
+					t.Errorf("%s left the sound task %q as %+v, %v", tc.scan, tc.sound, got, err)
+				}
+				if h := hash(t, f.c, f.s, f.q, tc.sound); tc.scan != "Prune" && h["version"] == "" {
+					t.Errorf("%s: the sound task %q is gone", tc.scan, tc.sound)
+				}
+			}
+			f.wantSetAside(tc.id, tc.reason)
+		})
+	}
+}
+
+// A sound task also listed in the index of another state is not damaged:
+// the scan that meets the stray entry drops it and leaves the task as it
+// is.
+func TestAStrayIndexEntryIsDropped(t *testing.T) {
+	for _, tc := range []struct{ index, scan, id string }{
+		{"running", "ClaimExpired", "rdy"},
+		{"running", "RecoverExpired", "ok"},
+		{"ready", "Pop", "sch"},
+		{"scheduled", "Promote", "bad"},
+		{"finished", "Prune", "rdy"},
+	} {
+		t.Run(tc.id+" in "+tc.index, func(t *testing.T) {
+			f := newFixture(t)
+			want := indexes(t, f.c, f.s, f.q, tc.id)
+			task, err := f.s.Get(f.ctx, core.GetParams{Queue: f.q, ID: tc.id})
+			f.must(err)
+			f.redis("ZADD", f.keys[tc.index], 0, tc.id)
+			f.runScan(tc.scan)
+			got, err := f.s.Get(f.ctx, core.GetParams{Queue: f.q, ID: tc.id})
+			if err != nil || !got.Equal(task) {
+				t.Errorf("after %s: %+v, %v; want %+v", tc.scan, got, err, task)
+			}
+			wantIndexes(t, f.c, f.s, f.q, tc.id, want...)
+		})
+	}
+}
+
+// Garbage in a queue-wide record (an index of another type, the sequence)
+// makes every operation that reads it refuse with ErrCorrupt and write
+// nothing: it cannot be set aside.
+func TestGarbageInAQueueWideRecordIsCorrupt(t *testing.T) {
 	cases := []struct {
 		name    string
 		corrupt func(f *fixture)
 		id      string // the task whose ops to include
 		ops     []string
 	}{
-		{"ReadyEntryWithoutItsTask", func(f *fixture) { f.redis("ZADD", f.keys["ready"], 0, "ghost") }, "rdy", []string{"Pop"}},
-		{"ScheduledEntryWithoutItsTask", func(f *fixture) { f.redis("ZADD", f.keys["scheduled"], 0, "ghost") }, "sch", []string{"Promote"}},
-		{"RunningEntryWithoutItsTask", func(f *fixture) { f.redis("ZADD", f.keys["running"], 0, "ghost") }, "run", []string{"ClaimExpired", "RecoverExpired"}},
-		{"FinishedEntryWithoutItsTask", func(f *fixture) { f.redis("ZADD", f.keys["finished"], 0, "ghost") }, "ok", []string{"Prune"}},
-		{"IDIndexEntryWithoutItsTask", func(f *fixture) { f.redis("ZADD", f.keys["ids:ready"], 0, "ghost") }, "rdy", []string{"Listready"}},
-		{"ReadyTaskInTheRunningIndex", func(f *fixture) { f.redis("ZADD", f.keys["running"], 0, "rdy") }, "rdy", []string{"ClaimExpired", "RecoverExpired"}},
-		{"RunningTaskAtAnotherScore", func(f *fixture) { f.redis("ZADD", f.keys["running"], 1, "run") }, "run",
-			[]string{"Extend", "Ack", "Fail", "Retry", "ClaimExpired", "Requeue", "Finalize", "RecoverExpired", "Get", "Remove", "InspectRequeue"}},
-		{"ReadyTaskMissingFromItsIndex", func(f *fixture) { f.redis("ZREM", f.keys["ready"], "rdy") }, "rdy", []string{"Get", "Remove"}},
-		{"RunningTaskMissingFromItsIDIndex", func(f *fixture) { f.redis("ZREM", f.keys["ids:running"], "run") }, "run",
-			[]string{"Extend", "Ack", "Requeue", "Get"}},
 		{"ReadyIndexIsAString", func(f *fixture) { f.redis("DEL", f.keys["ready"]); f.redis("SET", f.keys["ready"], "x") }, "rdy",
 			[]string{"Pop", "Enqueue", "Promote", "Retry", "Requeue", "Get"}},
 		{"FailedIDIndexIsAList", func(f *fixture) { f.redis("DEL", f.keys["ids:failed"]); f.redis("RPUSH", f.keys["ids:failed"], "x") }, "bad",
 			[]string{"Fail", "Finalize", "RecoverExpired", "Counts", "Listfailed", "Get"}},
+		{"QuarantineIndexIsAString", func(f *fixture) {
+			f.redis("SET", f.keys["ids:quarantined"], "x")
+			f.redis("SET", f.s.TaskKey(f.q, "rdy"), "garbage")
+		}, "rdy", []string{"Pop", "Counts", "Remove"}},
 		{"SequenceIsNotANumber", func(f *fixture) { f.redis("SET", f.keys["seq"], "x") }, "rdy",
 			[]string{"Enqueue", "Promote", "Pop", "Extend", "Ack", "ClaimExpired", "Requeue", "RecoverExpired", "Prune", "Get", "Remove", "InspectRequeue", "Listready"}},
 		{"SequenceIsAHash", func(f *fixture) { f.redis("DEL", f.keys["seq"]); f.redis("HSET", f.keys["seq"], "a", "1") }, "run",
 			[]string{"Enqueue", "Pop", "Ack", "Finalize", "Get"}},
 		{"SequenceBehindTheTasks", func(f *fixture) { f.redis("SET", f.keys["seq"], "1") }, "run",
-			[]string{"Pop", "Extend", "Ack", "ClaimExpired", "Requeue", "RecoverExpired", "Get", "Remove"}},
+			[]string{"Pop", "Extend", "Ack", "ClaimExpired", "Requeue", "RecoverExpired", "Prune", "Promote", "Get", "Remove", "Listrunning"}},
 		{"SequenceAtItsLimit", func(f *fixture) { f.redis("SET", f.keys["seq"], fmt.Sprint(int64(1)<<36)) }, "run",
 			[]string{"Enqueue", "Pop", "Ack", "Get"}},
 	}

@@ -86,6 +86,34 @@
 // checked by the write itself: that ZADD is the operation's first write, so
 // a key of another type fails it before anything is written.
 //
+// # Damaged records
+//
+// One damaged record does not stop its queue (see "Damaged records" in
+// package model). A record the store cannot trust is a task key that does
+// not hold a packed task (a field that does not parse, a task breaking a
+// rule every task keeps, a key of another type), an order index entry
+// without its task, or a task missing from an index of its state or at
+// another score there. Pop, Promote, ClaimExpired and RecoverExpired set
+// such a record they reach aside in the same call and go on with the sound
+// tasks: its ID leaves every index for the quarantine index
+// (<prefix>{queue}:ids:quarantined, listed by List and counted by Counts
+// as core.Quarantined) and its key then holds the reason and the value it
+// held. Prune deletes a damaged finished record whose stored state still
+// reads as a wanted one, as the model does, and sets aside one whose state
+// does not read. Until a scan meets it, a decision on the record (Extend,
+// Ack, Fail, Retry, Requeue, Finalize, InspectRequeue) is core.ErrCorrupt,
+// Get returns it as quarantined with the reason and List passes over it,
+// all without writing; Remove with no expected version deletes it and
+// every index entry of its ID. A sound task that is also listed in the
+// order index of another state is not damaged: the scan that meets the
+// stray entry drops it. Two cases stay refused with core.ErrCorrupt,
+// since they are not one record's: a queue-wide key that is damaged (the
+// sequence, an index of another type) and a task whose version is beyond
+// the sequence (the sequence went back and would hand out versions
+// again). An index entry without its task holds no key, so until a scan
+// sets it aside an Enqueue of its ID makes a new task; the scan then
+// finds the new task sound or sets it aside, never runs the lost one.
+//
 // Every key a script touches is declared in KEYS when the caller can name
 // it: the queue's keys, and the task's key for an operation on one task.
 // Pop, Promote, ClaimExpired, RecoverExpired, Prune and List find their

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -66,9 +68,37 @@ func newStore(tb testing.TB, opts ...redis.Option) (*redis.Store, *goredis.Clien
 var harness = spec.Harness{
 	Name: "redis",
 	New: func(tb testing.TB, clock core.Clock, capacity int) core.Store {
-		s, _ := newStore(tb, redis.WithClock(clock), redis.WithCapacity(capacity))
+		s, c := newStore(tb, redis.WithClock(clock), redis.WithCapacity(capacity))
+		clients.Store(s, c)
 		return s
 	},
+	Damage: damageTask,
+}
+
+// clients maps the stores of the harness to their clients, for damageTask.
+var clients sync.Map
+
+// damageTask writes an error history that does not parse into the stored
+// task: its state and every field its order index is scored by stay as
+// they were, so the record is damaged where it stands.
+func damageTask(tb testing.TB, s core.Store, queue, id string) {
+	tb.Helper()
+	rs, ok := s.(*redis.Store)
+	c, found := clients.Load(s)
+	if !ok || !found {
+		tb.Fatalf("Damage: not a store of this harness")
+	}
+	rdb := c.(goredis.UniversalClient)
+	key := rs.TaskKey(queue, id)
+	ctx := context.Background()
+	values, ok := redis.UnpackValues(rdb.Get(ctx, key).Val())
+	if !ok {
+		tb.Fatalf("Damage: task %q does not unpack", id)
+	}
+	values[slices.Index(redis.StoredFields, "errors")] = "garbage"
+	if err := rdb.Set(ctx, key, redis.PackValues(values), 0).Err(); err != nil {
+		tb.Fatal(err)
+	}
 }
 
 func TestConformance(t *testing.T) { spec.Run(t, harness) }

@@ -381,11 +381,6 @@ func (s *Store) List(ctx context.Context, p core.ListParams) (core.ListResult, e
 	if err := model.ValidateList(p.State, p.Limit); err != nil {
 		return core.ListResult{}, err
 	}
-	if p.State == model.Quarantined {
-		// This adapter sets no record aside yet: a record it cannot read
-		// is ErrCorrupt for the operations that meet it.
-		return core.ListResult{}, nil
-	}
 	r, err := s.eval(ctx, listScript, s.queueKeys(p.Queue), "", p.State.String(), p.After, p.Limit)
 	if err != nil {
 		return core.ListResult{}, err
@@ -409,16 +404,16 @@ func (s *Store) Counts(ctx context.Context, p core.CountsParams) (core.Counts, e
 	if err != nil {
 		return core.Counts{}, err
 	}
-	if len(r.rest) != 5 {
+	if len(r.rest) != 6 {
 		return core.Counts{}, fmt.Errorf("leasehold/redis: Counts returned %d numbers", len(r.rest))
 	}
-	var n [5]int
+	var n [6]int
 	for i, v := range r.rest {
 		if n[i], err = strconv.Atoi(v); err != nil {
 			return core.Counts{}, fmt.Errorf("leasehold/redis: Counts returned %q", v)
 		}
 	}
-	return core.Counts{Scheduled: n[0], Ready: n[1], Running: n[2], Succeeded: n[3], Failed: n[4]}, nil
+	return core.Counts{Scheduled: n[0], Ready: n[1], Running: n[2], Succeeded: n[3], Failed: n[4], Quarantined: n[5]}, nil
 }
 
 // InspectRequeue implements core.Store.

@@ -521,6 +521,16 @@ func decodeTask(queue string, r []string) (core.Task, error) {
 	}
 	t := core.Task{Queue: queue, ID: r[0]}
 	f, ok := unpackValues(r[1])
+	if ok && len(f) == 3 && f[0] == "quarantined" {
+		// A record set aside (lua/lib.lua, set_aside): only its ID and
+		// the reason are kept.
+		reason, ok := f[1].(string)
+		if !ok || reason == "" {
+			return core.Task{}, corrupt("task %q: quarantine record does not parse", t.ID)
+		}
+		t.State, t.Quarantine = model.Quarantined, reason
+		return t, nil
+	}
 	if !ok || len(f) != storedFields {
 		return core.Task{}, corrupt("task %q: packed value does not parse", t.ID)
 	}

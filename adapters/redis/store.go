@@ -149,13 +149,15 @@ func (s *Store) TaskKey(queue, id string) string {
 
 // QueueKeys returns the keys that hold a queue's sequence and indexes, by
 // name: seq, ready, scheduled, running, finished, ids:scheduled, ids:ready,
-// ids:running, ids:succeeded, ids:failed (for operators and tests).
+// ids:running, ids:succeeded, ids:failed, and ids:quarantined, the IDs of
+// the records set aside (for operators and tests).
 func (s *Store) QueueKeys(queue string) map[string]string {
 	keys := s.queueKeys(queue)
-	out := make(map[string]string, len(keySuffixes)-1)
+	out := make(map[string]string, len(keySuffixes))
 	for i, suffix := range keySuffixes[:len(keySuffixes)-1] {
 		out[suffix] = keys[i]
 	}
+	out["ids:quarantined"] = s.prefix + "{" + queue + "}:ids:quarantined"
 	return out
 }
 

@@ -3,6 +3,8 @@
 -- limit. Expiry is judged in the same step that renews: each task gets
 -- deadline = now + claim TTL and a new version, which the broker's claim
 -- carries. The token is not changed, so the worker may still decide first.
+-- The damaged records it reaches are set aside in the same call and not
+-- counted (see set_aside in lib.lua).
 --
 -- KEYS: KEYS[1..11] as in lib.lua (the tasks are found in the running
 -- index; their keys are KEYS[11] .. ID).
@@ -23,8 +25,9 @@ return run(function()
   local seq = load_seq()
   local m = recall_reply()
   if m then return m end
-  local expired = scan('running', fmt(now), limit, seq)
+  local expired, aside = scan('running', fmt(now), limit, seq)
   reserve(seq, #expired)
+  set_aside(aside)
 
   local out = {OK, fmt(now)}
   for _, t in ipairs(expired) do

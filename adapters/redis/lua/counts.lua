@@ -4,12 +4,14 @@
 -- ARGV: none
 --
 -- Returns:
---   {0, '', scheduled, ready, running, succeeded, failed}   (decimal)
+--   {0, '', scheduled, ready, running, succeeded, failed, quarantined}   (decimal)
 --   {8, key, detail}             CORRUPT
 return run(function()
   local out = {OK, ''}
   for i = 6, 10 do
     out[#out + 1] = fmt(rcall(KEYS[i], 'ZCARD', KEYS[i]))
   end
+  local q = qkey()
+  out[#out + 1] = fmt(rcall(q, 'ZCARD', q))
   return out
 end)

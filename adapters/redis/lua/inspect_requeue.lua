@@ -19,7 +19,7 @@ return run(function()
   local now = clock(ARGV[1])
   local seq = load_seq()
   local t = inspected(ARGV[2], ARGV[3], seq)
-  if t.state == 'ready' then refuse(TRANSITION, t.state) end
+  if t.state == 'ready' or t.state == 'quarantined' then refuse(TRANSITION, t.state) end
   check_indexed(t)
   reserve(seq, 1)
 

@@ -196,6 +196,9 @@ local function bad_field(key, f, n) refuse(CORRUPT, key, 'field ' .. f .. ' = ' 
 -- every operation reads.
 local function parse_task(key, id, v, seq)
   local ok, a, extra = pcall(cmsgpack.unpack, v)
+  if ok and type(a) == 'table' and #a == 3 and a[1] == 'quarantined' and type(a[2]) == 'string' and extra == nil then
+    return {key = key, id = id, packed = v, state = 'quarantined', reason = a[2], version = 0, token = 0}
+  end
   if not ok or type(a) ~= 'table' or extra ~= nil or #a ~= 14 then
     refuse(CORRUPT, key, 'not a packed task')
   end
@@ -209,7 +212,10 @@ local function parse_task(key, id, v, seq)
   if not whole(priority) or priority < MIN_PRIORITY or priority > MAX_PRIORITY then bad_field(key, 'priority', priority) end
   if not whole(attempt) or attempt < 0 then bad_field(key, 'attempt', attempt) end
   if not whole(max_attempts) or max_attempts < 1 then bad_field(key, 'max_attempts', max_attempts) end
-  if not whole(version) or version < 1 or version > seq then bad_field(key, 'version', version) end
+  if not whole(version) or version < 1 then bad_field(key, 'version', version) end
+  -- A version the sequence has not reached is the sequence's damage (it
+  -- went back, and would hand out a version again), not the task's.
+  if version > seq then refuse(CORRUPT, KEYS[1], 'sequence ' .. fmt(seq) .. ' behind task ' .. id .. ' at version ' .. fmt(version)) end
   if not whole(token) or token < 0 or token > version then bad_field(key, 'token', token) end
   if not (enqueued_at == false or whole(enqueued_at)) then bad_field(key, 'enqueued_at', enqueued_at) end
   if not (run_after == false or whole(run_after)) then bad_field(key, 'run_after', run_after) end
@@ -310,7 +316,9 @@ end
 
 -- check_indexed refuses unless the task is in both indexes of its state,
 -- in the order index at its score (got: the score already read, if any).
+-- A quarantined record is in no order index (see set_aside).
 local function check_indexed(t, got)
+  if t.state == 'quarantined' then return end
   local ok = KEYS[ORDER[t.state]]
   if got == nil then got = rcall(ok, 'ZSCORE', ok, t.id) end
   if not got or tonumber(got) ~= score(t) then
@@ -351,14 +359,16 @@ local function check_all(ts, got)
   end
   for i, t in ipairs(ts) do
     local o = ORDER[t.state]
-    if got and got[i] ~= nil then
+    if not o then
+      -- quarantined: in no order index
+    elseif got and got[i] ~= nil then
       if not got[i] or tonumber(got[i]) ~= score(t) then
         bad(t, 'not in ' .. KEYS[o] .. ' at its score (found ' .. tostring(got[i]) .. ')')
       end
     else
       add(o, t)
     end
-    add(IDS[t.state], t)
+    if o then add(IDS[t.state], t) end
   end
   for k, l in pairs(by) do
     local r = scores(k, l.ids)
@@ -389,17 +399,168 @@ local function must_tasks(r, state, seq)
   check_all(ts, got)
   return ts
 end
+-- Damaged records (see "Damaged records" in the model's documentation). A
+-- record a scan cannot trust (a task key that does not hold a packed task,
+-- an index entry whose task is gone, or a task that disagrees with the
+-- index that lists it) is set aside in the same call: out of every index,
+-- into the quarantine index, its key holding the quarantine record
+-- {'quarantined', reason, the value it held ('' if none)}, which
+-- parse_task reads as a task in state 'quarantined' with version and
+-- token 0. Damage to a queue-wide key (the sequence, an index of the wrong
+-- type) still refuses the call.
+
+-- qkey is the quarantine index: zset of IDs, score 0. It shares the queue's
+-- slot and is reached as the task keys are (not declared itself).
+local function qkey() return string.sub(KEYS[1], 1, -4) .. 'ids:quarantined' end
+
+-- quarantine_record is the packed quarantine record of a damaged value.
+local function quarantine_record(reason, was)
+  if type(was) ~= 'string' then was = '' end
+  return cmsgpack.pack({'quarantined', reason, was})
+end
+
+-- corrupt_detail returns the detail of a CORRUPT refusal caught by pcall
+-- when it names key (a record's own damage), else nil.
+local function corrupt_detail(e, key)
+  if type(e) == 'table' and e.leasehold and e.leasehold[1] == CORRUPT and e.leasehold[2] == key then
+    return e.leasehold[3]
+  end
+  return nil
+end
+
+-- judge reads the record of index entry id (got: its score in the order
+-- index of state, nil when not read from one) without refusing for its
+-- own damage: the task, or nil, why it cannot be trusted, the value its
+-- key held and whether only the entry is stray (a sound task, indexed as
+-- its state says, also listed in the index of another state: the entry
+-- is dropped, the task left as it is). A key of another type than a
+-- string is a damaged record; damage to an index key still refuses.
+-- state 'finished' stands for succeeded and failed. unindexed: leave out
+-- the check of the task's index entries (List, which found it in one).
+local function judge(id, state, got, seq, unindexed)
+  local key = KEYS[11] .. id
+  local v = redis.pcall('GET', key)
+  if type(v) == 'table' and v.err then
+    return nil, 'task key holds a ' .. redis.call('TYPE', key).ok .. ', not a packed task', false
+  end
+  if not v then return nil, 'index entry without its task', false end
+  local ok, t = pcall(parse_task, key, id, v, seq)
+  if not ok then
+    local why = corrupt_detail(t, key)
+    if not why then error(t, 0) end
+    return nil, why, v
+  end
+  local listed = t.state == state or state == 'finished' and (t.state == 'succeeded' or t.state == 'failed')
+  if state and not listed then
+    if t.state ~= 'quarantined' and not unindexed and pcall(check_indexed, t) then return nil, 'stray', v, true end
+    return nil, 'state ' .. t.state .. ' but listed as ' .. state, v
+  end
+  if unindexed then return t end
+  local ok2, e = pcall(check_indexed, t, got)
+  if not ok2 then
+    local why = corrupt_detail(e, key)
+    if not why then error(e, 0) end
+    return nil, why, v
+  end
+  return t
+end
+
+-- sift returns the tasks of the order index of state that fetch(offset,
+-- count) lists (ID, score, ...; count 0: all), in index order, at most
+-- limit (0: all), and the damaged records met on the way ({id, key,
+-- reason, was}), which do not count. The common case, nothing damaged,
+-- reads as must_tasks does; only when that meets a damaged record are the
+-- entries judged one by one.
+local function sift(state, fetch, limit, seq)
+  local r = fetch(0, limit)
+  local ok, ts = pcall(must_tasks, r, state, seq)
+  if ok then return ts, {} end
+  if not (type(ts) == 'table' and ts.leasehold and ts.leasehold[1] == CORRUPT) then error(ts, 0) end
+  local sound, aside, offset = {}, {}, 0
+  while true do
+    for i = 1, #r, 2 do
+      if limit > 0 and #sound == limit then break end
+      local t, why, was, stray = judge(r[i], state, r[i + 1], seq)
+      if t then
+        sound[#sound + 1] = t
+      else
+        aside[#aside + 1] = {id = r[i], key = KEYS[11] .. r[i], reason = why, was = was, stray = ORDER[state]}
+        if not stray then aside[#aside].stray = nil end
+      end
+    end
+    if limit == 0 or #sound == limit or #r < 2 * limit then break end
+    offset = offset + #r / 2
+    r = fetch(offset, limit)
+  end
+  return sound, aside
+end
+
 -- scan returns the tasks of an order index with a score up to max (a
--- Redis score bound), in index order, at most limit (0: all).
+-- Redis score bound), in index order, at most limit (0: all), and the
+-- damaged records met on the way (see sift).
 local function scan(state, max, limit, seq)
   local k = KEYS[ORDER[state]]
-  local r
-  if limit > 0 then
-    r = rcall(k, 'ZRANGEBYSCORE', k, '-inf', max, 'WITHSCORES', 'LIMIT', '0', fmt(limit))
-  else
-    r = rcall(k, 'ZRANGEBYSCORE', k, '-inf', max, 'WITHSCORES')
+  return sift(state, function(offset, count)
+    if count > 0 then
+      return rcall(k, 'ZRANGEBYSCORE', k, '-inf', max, 'WITHSCORES', 'LIMIT', fmt(offset), fmt(count))
+    end
+    return rcall(k, 'ZRANGEBYSCORE', k, '-inf', max, 'WITHSCORES')
+  end, limit, seq)
+end
+
+-- writable_all refuses unless every index, the quarantine index included,
+-- is a zset or nothing: checked before a call's first write when it sets
+-- records aside or deletes damaged ones.
+local function writable_all()
+  writable(2, 3, 4, 5, 6, 7, 8, 9, 10)
+  local q = qkey()
+  local ty = redis.call('TYPE', q).ok
+  if ty ~= 'zset' and ty ~= 'none' then refuse(CORRUPT, q, 'holds a ' .. ty .. ', not a zset') end
+end
+
+-- drop removes id from every index, the quarantine index included.
+local function drop(id)
+  for i = 2, 10 do redis.call('ZREM', KEYS[i], id) end
+  redis.call('ZREM', qkey(), id)
+end
+
+-- set_aside quarantines the damaged records of aside (see sift). It checks
+-- every key it writes first, so it may be a call's first write; the call's
+-- later writes go to keys it checked.
+local function set_aside(aside)
+  if #aside == 0 then return end
+  writable_all()
+  local q = qkey()
+  for _, d in ipairs(aside) do
+    if d.stray then
+      redis.call('ZREM', KEYS[d.stray], d.id)
+    else
+      drop(d.id)
+      local ok, t = pcall(parse_task, d.key, d.id, d.was or '', 0)
+      if not (ok and t.state == 'quarantined') then
+        redis.call('DEL', d.key)
+        redis.call('SET', d.key, quarantine_record(d.reason, d.was))
+      end
+      redis.call('ZADD', q, '0', d.id)
+    end
   end
-  return must_tasks(r, state, seq)
+end
+
+-- examine reads the record of the task at key for an operator (Get,
+-- Remove) without refusing for its own damage: the task (a quarantined
+-- one included), or nil and why it cannot be trusted, or nil and nil when
+-- there is none. A key with no value but an entry in an index is an index
+-- entry without its task.
+local function examine(key, id, seq)
+  local v = redis.pcall('GET', key)
+  if not v then
+    for i = 2, 10 do
+      if rcall(KEYS[i], 'ZSCORE', KEYS[i], id) then return nil, 'index entry without its task' end
+    end
+    return nil, nil
+  end
+  local t, why = judge(id, nil, nil, seq)
+  return t, why
 end
 
 -- error_entry encodes one entry of the error history.

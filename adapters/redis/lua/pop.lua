@@ -1,6 +1,8 @@
 -- pop.lua: Pop claims up to n Ready tasks, highest priority first, then the
 -- one that became Ready first. Each becomes Running with token = its new
 -- version, attempt + 1, claimed_at = now, deadline = now + lease.
+-- The damaged records it reaches are set aside in the same call and not
+-- counted (see set_aside in lib.lua).
 --
 -- KEYS: KEYS[1..11] as in lib.lua (the tasks are found in the ready index;
 -- their keys are KEYS[11] .. ID).
@@ -21,9 +23,11 @@ return run(function()
   local seq = load_seq()
   local m = recall_reply()
   if m then return m end
-  local r = rcall(KEYS[2], 'ZRANGE', KEYS[2], '0', fmt(n - 1), 'WITHSCORES')
-  local first = must_tasks(r, 'ready', seq)
+  local first, aside = sift('ready', function(offset, count)
+    return rcall(KEYS[2], 'ZRANGE', KEYS[2], fmt(offset), fmt(offset + count - 1), 'WITHSCORES')
+  end, n, seq)
   reserve(seq, #first)
+  set_aside(aside)
 
   local out = {OK, fmt(now)}
   for _, t in ipairs(first) do

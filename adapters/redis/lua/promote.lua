@@ -1,5 +1,7 @@
 -- promote.lua: Promote makes Ready every Scheduled task whose run_after is
 -- at or before now, in order of run_after then ID, at most limit.
+-- The damaged records it reaches are set aside in the same call and not
+-- counted (see set_aside in lib.lua).
 --
 -- KEYS: KEYS[1..11] as in lib.lua (the tasks are found in the scheduled
 -- index; their keys are KEYS[11] .. ID).
@@ -22,8 +24,9 @@ return run(function()
     for _, id in ipairs(m) do out[#out + 1] = id end
     return out
   end
-  local due = scan('scheduled', fmt(now), limit, seq)
+  local due, aside = scan('scheduled', fmt(now), limit, seq)
   reserve(seq, #due)
+  set_aside(aside)
 
   local out = {OK, fmt(now)}
   for _, t in ipairs(due) do

@@ -1,6 +1,8 @@
 -- prune.lua: Prune deletes terminal tasks in the given states whose
 -- finished_at is before `before`, oldest first (then by ID), at most limit,
 -- and returns their IDs. Older tasks of other states are passed over.
+-- A damaged record (see set_aside in lib.lua) it reaches is deleted when
+-- its packed value still names a wanted state, else set aside.
 --
 -- KEYS: KEYS[1..11] as in lib.lua (the tasks are found in the finished
 -- index; their keys are KEYS[11] .. ID).
@@ -32,7 +34,7 @@ return run(function()
     return out
   end
   local k = KEYS[5]
-  local doomed = {}
+  local doomed, aside, broken = {}, {}, false
   -- Page through the finished index so a small limit reads little.
   local offset, page = 0, 256
   while limit == 0 or #doomed < limit do
@@ -40,19 +42,36 @@ return run(function()
     for i = 1, #r, 2 do
       if limit > 0 and #doomed == limit then break end
       local id = r[i]
-      local t = load_task(KEYS[11] .. id, id, seq)
-      if not t then refuse(CORRUPT, k, 'entry ' .. id .. ' without its task') end
-      if t.state ~= 'succeeded' and t.state ~= 'failed' then bad(t, 'state ' .. t.state .. ' but listed as finished') end
-      check_indexed(t, r[i + 1])
-      if want[t.state] then doomed[#doomed + 1] = t end
+      local t, why, was, stray = judge(id, 'finished', r[i + 1], seq)
+      local st = t and t.state
+      if stray then
+        aside[#aside + 1] = {id = id, key = KEYS[11] .. id, stray = 5}
+        st = nil
+      elseif not t then
+        -- A damaged record whose packed value still names its state is
+        -- pruned as that state; one that does not is set aside.
+        local ok, a = pcall(cmsgpack.unpack, was or '')
+        if ok and type(a) == 'table' then st = a[3] end
+      end
+      if st == 'succeeded' or st == 'failed' then
+        if want[st] then
+          doomed[#doomed + 1] = t or {id = id, key = KEYS[11] .. id}
+          if not t then broken = true end
+        end
+      elseif not stray then
+        why = why or ('state ' .. tostring(st) .. ' but listed as finished')
+        aside[#aside + 1] = {id = id, key = KEYS[11] .. id, reason = why, was = was}
+      end
     end
     if #r < 2 * page then break end
     offset = offset + page
   end
 
+  if broken then writable_all() end
+  set_aside(aside)
   local out = {OK, fmt(now)}
   for _, t in ipairs(doomed) do
-    unindex(t)
+    if t.state then unindex(t) else drop(t.id) end
     redis.call('DEL', t.key)
     out[#out + 1] = t.id
   end

@@ -3,6 +3,8 @@
 -- at most limit: the lease-expired error is appended; a task with attempt
 -- >= max_attempts is Failed, any other returns to the queue with run_after
 -- = now + delay (Scheduled if that is after now, else Ready).
+-- The damaged records it reaches are set aside in the same call and not
+-- counted (see set_aside in lib.lua).
 --
 -- KEYS: KEYS[1..11] as in lib.lua (the tasks are found in the running
 -- index; their keys are KEYS[11] .. ID).
@@ -23,11 +25,12 @@ return run(function()
   local seq = load_seq()
   local m = recall_reply()
   if m then return m end
-  local expired = scan('running', fmt(now), limit, seq)
+  local expired, aside = scan('running', fmt(now), limit, seq)
   reserve(seq, #expired)
   -- Every index a recovered task may enter, whichever way this batch's
   -- tasks go: a corrupt one refuses the call whatever the attempts.
   writable(2, 7, 3, 6, 5, 10)
+  set_aside(aside)
 
   local out = {OK, fmt(now)}
   for _, t in ipairs(expired) do
