@@ -45,6 +45,20 @@
 // no longer be the model's. The lock and the reads that follow it (the
 // sequence, the clock) go to the server in one round trip.
 //
+// Since the lock is held until COMMIT has flushed the transaction to disk,
+// a queue runs at most as many transactions a second as the disk flushes,
+// whatever the number of clients. So the writes of one queue that a store
+// is asked for while a transaction of that queue is in progress in it wait
+// in the store rather than at the lock, and the next transaction runs them
+// all (up to 64), in the order they came, each with its own statements and
+// guards, under one lock, one clock reading and one COMMIT: concurrent
+// producers share a commit, and so do a Worker's Pop and AckBatch. Each
+// gets the answer it would get alone, after the ones before it; one that
+// the model refuses changes nothing and does not stop the others. Any other
+// failure before COMMIT (a damaged row, the connection) rolls the
+// transaction back, so none of them happened, and each is then run again in
+// a transaction of its own.
+//
 // The statement that changes a task carries the operation's guard in its
 // WHERE clause: a worker's decision (Extend, Ack, Fail, Retry) names the
 // task, the claim token and the states the model allows; a broker's
@@ -57,7 +71,9 @@
 // Pop has two implementations (WithPopMode): PopUpdateReturning claims the
 // first Ready tasks with one UPDATE … RETURNING whose subselect takes them
 // FOR UPDATE SKIP LOCKED; PopSelectSkipLocked selects them with SELECT … FOR
-// UPDATE SKIP LOCKED and claims them with a second statement. Under the
+// UPDATE SKIP LOCKED and claims them with a second statement. AckBatch
+// acknowledges claims of distinct tasks with one UPDATE … FROM unnest(…)
+// that stamps them in the order of the batch. Under the
 // queue's lock no other leasehold transaction holds a Ready task's row, so
 // SKIP LOCKED skips only rows an application locks itself; it keeps a Pop
 // from waiting on those.
@@ -67,7 +83,8 @@
 // Leases are judged by the database's clock, so the clocks of the clients
 // do not matter: each write reads clock_timestamp() in the round trip that
 // takes the queue's lock, after the lock is granted, and uses that one
-// reading for the whole operation (and reports it as Now). Not
+// reading for the whole operation (and reports it as Now; the operations
+// that share a transaction share its reading). Not
 // transaction_timestamp(): that is the instant the transaction began,
 // before it waited for the lock, so an operation that waited would judge
 // leases by an instant earlier than the operations that went before it, and

@@ -1,11 +1,14 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,6 +32,7 @@ type Store struct {
 	q        queries
 
 	notifier *notifier
+	groups   sync.Map // queue name → *group
 
 	mu     sync.RWMutex // held shared by every operation, exclusively by Close
 	closed bool
@@ -263,32 +267,198 @@ type opTx struct {
 // the queue's row (every write of a queue holds it until it commits, which
 // is what orders them and keeps the sequence without gaps), reads the clock
 // and runs fn. If fn fails nothing it did is kept.
+//
+// Writes of one queue that arrive while a transaction of that queue is in
+// progress in this store would wait for its lock anyway; they wait in the
+// store instead, and the next transaction runs all of them, one after the
+// other, under one lock, one clock reading and one COMMIT (see group).
 func (s *Store) write(ctx context.Context, queue string, flags lockFlags, validate func() error, fn func(o *opTx) error) (time.Time, error) {
 	if err := s.enter(ctx, queue, validate); err != nil {
 		return time.Time{}, err
 	}
 	defer s.mu.RUnlock()
+	c := &call{ctx: ctx, flags: flags, fn: fn, done: make(chan struct{})}
+	g := s.group(queue)
+	g.mu.Lock()
+	if !g.busy {
+		g.busy = true
+		g.mu.Unlock()
+		s.lead(g, queue, c)
+		return c.now, c.err
+	}
+	g.waiting = append(g.waiting, c)
+	g.mu.Unlock()
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		g.mu.Lock()
+		if i := slices.Index(g.waiting, c); i >= 0 {
+			// Not taken into a transaction yet: it never happens.
+			g.waiting = slices.Delete(g.waiting, i, i+1)
+			g.mu.Unlock()
+			return time.Time{}, ctx.Err()
+		}
+		g.mu.Unlock()
+		<-c.done
+	}
+	if c.lead {
+		s.lead(g, queue, c)
+	}
+	return c.now, c.err
+}
+
+// maxGroup bounds the writes one transaction runs.
+const maxGroup = 64
+
+// group is the writes of one queue waiting in this store while a
+// transaction of that queue runs (busy); the caller that finds it idle
+// leads the next transaction.
+type group struct {
+	mu      sync.Mutex
+	busy    bool
+	waiting []*call
+}
+
+// call is one write waiting for, or running in, a group's transaction.
+type call struct {
+	ctx   context.Context
+	flags lockFlags
+	fn    func(o *opTx) error
+	done  chan struct{} // closed once now and err are set, or lead
+	lead  bool          // the call leads the next transaction itself
+	now   time.Time
+	err   error
+}
+
+func (c *call) answer(now time.Time, err error) {
+	if err != nil {
+		now = time.Time{}
+	}
+	c.now, c.err = now, err
+}
+
+// group returns the queue's group, made on first use.
+func (s *Store) group(queue string) *group {
+	if g, ok := s.groups.Load(queue); ok {
+		return g.(*group)
+	}
+	g, _ := s.groups.LoadOrStore(queue, &group{})
+	return g.(*group)
+}
+
+// lead runs first and the writes waiting behind it (up to maxGroup) in one
+// transaction, answers them, and hands the group to the next waiter, or
+// leaves it idle.
+func (s *Store) lead(g *group, queue string, first *call) {
+	g.mu.Lock()
+	n := min(len(g.waiting), maxGroup-1)
+	calls := append([]*call{first}, g.waiting[:n]...)
+	g.waiting = slices.Delete(g.waiting, 0, n)
+	g.mu.Unlock()
+	s.runGroup(queue, calls)
+	for _, c := range calls[1:] {
+		close(c.done)
+	}
+	g.mu.Lock()
+	if len(g.waiting) > 0 {
+		next := g.waiting[0]
+		g.waiting = slices.Delete(g.waiting, 0, 1)
+		next.lead = true
+		close(next.done)
+	} else {
+		g.busy = false
+	}
+	g.mu.Unlock()
+}
+
+// runGroup runs calls in one transaction, in order, and answers each. A
+// call refused by the model's rules (which changes nothing) does not stop
+// the others. Any other failure before COMMIT (a damaged row, the
+// transport) rolls the transaction back, so none of the calls happened, and
+// each is then run again in a transaction of its own, which gives it its
+// own answer.
+
+func (s *Store) runGroup(queue string, calls []*call) {
+	ctx := calls[0].ctx
+	if len(calls) > 1 {
+		// The statements serve every call: they stop when every caller
+		// has given up.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(context.WithoutCancel(ctx))
+		defer cancel()
+		var left atomic.Int32
+		left.Store(int32(len(calls)))
+		for _, c := range calls {
+			stop := context.AfterFunc(c.ctx, func() {
+				if left.Add(-1) == 0 {
+					cancel()
+				}
+			})
+			defer stop()
+		}
+	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("leasehold/postgres: %w", err)
+		for _, c := range calls {
+			c.answer(time.Time{}, fmt.Errorf("leasehold/postgres: %w", err))
+		}
+		return
 	}
 	// A connection given back inside a transaction (a COMMIT or ROLLBACK
 	// that did not arrive) is closed by the pool, never reused.
 	defer conn.Release()
+	var flags lockFlags
+	for _, c := range calls {
+		flags |= c.flags
+	}
 	// BEGIN goes to the server with the lock, in one round trip.
 	o := &opTx{s: s, ctx: ctx, tx: conn, queue: queue, begin: true}
-	if err := o.run(flags, fn); err != nil {
+	errs := make([]error, len(calls))
+	err = o.run(flags, func(o *opTx) error {
+		for i, c := range calls {
+			err := o.call(c.fn)
+			if err != nil && !refusal(err) {
+				return err
+			}
+			errs[i] = err
+		}
+		return nil
+	})
+	if err != nil {
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if _, rerr := conn.Exec(rctx, "ROLLBACK"); rerr != nil {
 			conn.Conn().Close(rctx)
 		}
-		return time.Time{}, err
+		if len(calls) == 1 {
+			calls[0].answer(time.Time{}, err)
+			return
+		}
+		conn.Release()
+		for _, c := range calls {
+			s.runGroup(queue, []*call{c})
+		}
+		return
 	}
 	if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
-		return time.Time{}, fmt.Errorf("leasehold/postgres: commit: %w", err)
+		err = fmt.Errorf("leasehold/postgres: commit: %w", err)
+		for i, c := range calls {
+			// A refused call changed nothing, whatever became of the others.
+			c.answer(o.now, cmp.Or(errs[i], err))
+		}
+		return
 	}
-	return o.now, nil
+	for i, c := range calls {
+		c.answer(o.now, errs[i])
+	}
+}
+
+// refusal reports whether err is one of the model's refusals, after which
+// the operation has written nothing: ErrCorrupt is not, as the row that
+// could not be read may have been written by the failed statement.
+func refusal(err error) bool {
+	k := model.Kind(err)
+	return k != nil && k != core.ErrCorrupt
 }
 
 // writeIn performs one write operation inside the caller's transaction, in
@@ -336,6 +506,16 @@ func (o *opTx) run(flags lockFlags, fn func(o *opTx) error) (err error) {
 	if err := o.lock(flags); err != nil {
 		return err
 	}
+	return fn(o)
+}
+
+// call runs one operation's fn, turning a panic into an error.
+func (o *opTx) call(fn func(o *opTx) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("leasehold/postgres: internal error: %v", r)
+		}
+	}()
 	return fn(o)
 }
 

@@ -19,9 +19,11 @@ import (
 // implementation on the database at url, and a cleanup that drops every
 // schema the factory made (call it when the run ends). Each history works
 // in a schema of its own: a schema of this run not in use, emptied when its
-// history ended, or a new one ("leasehold_check_<run>_<n>"). Each client of
-// a history is a Store of its own on that schema (as another process would
-// be), over one pool the run shares. The stores judge time by the
+// history ended, or a new one ("leasehold_check_<run>_<n>"). The clients of
+// a history share Stores two by two: each pair is a Store of its own on that
+// schema (as another process would be), over one pool the run shares, so
+// the histories have writes of one queue from different stores, which meet
+// at the queue's lock, and from one store, which may share a transaction. The stores judge time by the
 // harness's clock (WithClock), not the server's: the checker must know the
 // clock readings an indeterminate op may have used.
 func Postgres(url string, mode postgres.PopMode) (linearizability.Factory, func() error, error) {
@@ -94,14 +96,14 @@ func Postgres(url string, mode postgres.PopMode) (linearizability.Factory, func(
 		}
 		var hmu sync.Mutex
 		stores := []*postgres.Store{first}
-		used := false
+		clients := 0
 		return &linearizability.Backend{
 			Client: func() (core.Store, error) {
 				hmu.Lock()
 				defer hmu.Unlock()
-				if !used {
-					used = true
-					return first, nil
+				clients++
+				if clients <= 2*len(stores) {
+					return sharedStore{stores[len(stores)-1]}, nil
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
@@ -110,7 +112,7 @@ func Postgres(url string, mode postgres.PopMode) (linearizability.Factory, func(
 					return nil, err
 				}
 				stores = append(stores, s)
-				return s, nil
+				return sharedStore{s}, nil
 			},
 			Close: func() error {
 				hmu.Lock()
@@ -125,3 +127,9 @@ func Postgres(url string, mode postgres.PopMode) (linearizability.Factory, func(
 	}
 	return factory, cleanup, nil
 }
+
+// sharedStore is a Store two clients use: the backend closes it, after both.
+type sharedStore struct{ *postgres.Store }
+
+// Close leaves the store open for the client that shares it.
+func (sharedStore) Close() error { return nil }
