@@ -249,8 +249,8 @@ func (o *opTx) popSelect(n int, deadline time.Time) ([]model.Task, error) {
 	for i, t := range tasks {
 		ids[i] = []byte(t.ID)
 	}
-	var claimed int64
-	if err := o.tx.QueryRow(o.ctx, o.s.q.popClaim, o.queue, ids, micros(o.now), micros(deadline)).Scan(&claimed); err != nil {
+	var claimed, first int64
+	if err := o.tx.QueryRow(o.ctx, o.s.q.popClaim, o.queue, ids, micros(o.now), micros(deadline)).Scan(&claimed, &first); err != nil {
 		return nil, err
 	}
 	if claimed != int64(len(tasks)) {
@@ -258,7 +258,7 @@ func (o *opTx) popSelect(n int, deadline time.Time) ([]model.Task, error) {
 	}
 	for i := range tasks {
 		c := &tasks[i]
-		v := uint64(o.seq) + uint64(i) + 1
+		v := uint64(first) + uint64(i)
 		c.Version, c.ClaimToken = v, v
 		c.State = model.Running
 		c.Attempt++
