@@ -67,6 +67,7 @@ type queries struct {
 
 	enqueue, promote, popReturning, popSelect, popClaim string
 	extend, ack, fail, retry                            string
+	ackMany                                             string
 	damagedDeadline, claimExpired, requeue, finalize    string
 	recoverExpired, inspectRequeue, remove, prune       string
 	get, counts, queues                                 string
@@ -115,25 +116,30 @@ func buildQueries(schema string) queries {
 			model.Scheduled, model.Ready, seqBase, from(model.OpPromote)),
 
 		// $1 queue, $2 n, $3 now, $4 deadline
+		// The claimed rows are found again by their physical address
+		// (ctid, unchanged while this statement holds their lock): a join
+		// by ID would let the planner scan every Ready task of the queue
+		// for each claimed one when the table has no statistics yet.
 		popReturning: f(`WITH first AS (
-  SELECT id, row_number() OVER (ORDER BY priority DESC, version) AS rank FROM (
-    SELECT id, priority, version FROM {s}.tasks WHERE queue = $1 AND state = %[1]d ORDER BY priority DESC, version LIMIT $2 FOR UPDATE SKIP LOCKED) f
+  SELECT tid, id, row_number() OVER (ORDER BY priority DESC, version) AS rank FROM (
+    SELECT ctid AS tid, id, priority, version FROM {s}.tasks WHERE queue = $1 AND state = %[1]d ORDER BY priority DESC, version LIMIT $2 FOR UPDATE SKIP LOCKED) f
 ), u AS (
   UPDATE {s}.tasks t SET state = %[2]d, version = %[3]s + first.rank, claim_token = %[3]s + first.rank,
     attempt = t.attempt + 1, claimed_at = $3, deadline = $4
-  FROM first WHERE t.queue = $1 AND t.id = first.id AND t.state IN (%[4]s) RETURNING %[5]s)`+bump+` SELECT %[6]s FROM u`,
+  FROM first WHERE t.ctid = first.tid AND t.queue = $1 AND t.id = first.id AND t.state IN (%[4]s) RETURNING %[5]s)`+bump+` SELECT %[6]s FROM u`,
 			model.Ready, model.Running, seqBase, from(model.OpPop), qualified("t"), taskColumns),
 
 		// $1 queue, $2 n
 		popSelect: f(`SELECT %s FROM {s}.tasks WHERE queue = $1 AND state = %d ORDER BY priority DESC, version LIMIT $2 FOR UPDATE SKIP LOCKED`,
 			taskColumns, model.Ready),
-		// $1 queue, $2 ids, $3 now, $4 deadline, $5 new sequence value; the
-		// versions are the sequence's value + the rank in $2.
+		// $1 queue, $2 ids, $3 now, $4 deadline; the versions are the
+		// sequence's value + the rank in $2. It returns the number claimed
+		// and the first version.
 		popClaim: f(`WITH picked AS (SELECT id, ord FROM unnest($2::bytea[]) WITH ORDINALITY AS p(id, ord)),
 u AS (
   UPDATE {s}.tasks t SET state = %[1]d, version = %[2]s + picked.ord, claim_token = %[2]s + picked.ord,
     attempt = t.attempt + 1, claimed_at = $3, deadline = $4
-  FROM picked WHERE t.queue = $1 AND t.id = picked.id AND t.state IN (%[3]s) RETURNING t.id)`+bump+` SELECT count(*) FROM u`,
+  FROM picked WHERE t.queue = $1 AND t.id = picked.id AND t.state IN (%[3]s) RETURNING t.id, t.version)`+bump+` SELECT count(*), coalesce(min(version), 0) FROM u`,
 			model.Running, seqBase, from(model.OpPop)),
 
 		// Worker ops: $1 queue, $2 id, $3 claim token; then their own.
@@ -142,6 +148,17 @@ u AS (
 		// $4 now, $5 result
 		ack: f(`WITH u AS (UPDATE {s}.tasks SET version = %s + 1, state = %d, result = $5, finished_at = $4, deadline = NULL `+workerGuard,
 			seqBase, model.Succeeded, from(model.OpAck)),
+		// AckBatch's claims in one statement: $1 queue, $2 IDs (no two
+		// alike), $3 tokens, $4 results, $5 now. The claims that hold their
+		// task are stamped in the order of the batch.
+		ackMany: f(`WITH items AS (SELECT * FROM unnest($2::bytea[], $3::bigint[], $4::bytea[]) WITH ORDINALITY AS i(id, token, result, ord)),
+hit AS (
+  SELECT items.id, items.result, row_number() OVER (ORDER BY items.ord) AS rank
+  FROM items JOIN {s}.tasks t ON t.queue = $1 AND t.id = items.id AND t.claim_token = items.token AND t.state IN (%[3]s)
+), u AS (
+  UPDATE {s}.tasks t SET version = %[1]s + hit.rank, state = %[2]d, result = hit.result, finished_at = $5, deadline = NULL
+  FROM hit WHERE t.queue = $1 AND t.id = hit.id AND t.state IN (%[3]s) RETURNING %[4]s)`+bump+` SELECT %[5]s FROM u`,
+			seqBase, model.Succeeded, from(model.OpAck), qualified("t"), taskColumns),
 		// $4 now, $5 message, $6 its bytes if it cannot be JSON text
 		fail: f(`WITH u AS (UPDATE {s}.tasks SET version = %s + 1, state = %d, errors = %s, finished_at = $4, deadline = NULL `+workerGuard,
 			seqBase, model.Failed, appendError("$4::bigint", "$5", "$6", "false"), from(model.OpFail)),
