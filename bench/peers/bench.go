@@ -101,6 +101,12 @@ var (
 // It is not a default; it shows what the database allows River.
 const riverFast = "river-cooldown-1ms"
 
+// riverBench is River at the settings of River's own benchmark (riverbench
+// in River's command-line tool): FetchCooldown 2 ms and FetchPollInterval
+// 20 ms, MaxWorkers the workload's concurrency (riverbench uses 2 000
+// workers; here each workload has its own number).
+const riverBench = "river-riverbench"
+
 // groups in the order of the report.
 var groups = []struct{ name, title string }{
 	{"redis", "Redis (one redis-server, no persistence)"},
@@ -123,8 +129,9 @@ func systems() []system {
 		{"sqlite-normal", riverFast, processOnly, openRiverSQLite(true, time.Millisecond)},
 		{"sqlite-normal", "goqite", enqueueAndProcess, openGoqite(true)},
 		{"postgres", "leasehold", withBatch, openLeaseholdPostgres},
-		{"postgres", "river", enqueueAndProcess, openRiverPostgres(0)},
-		{"postgres", riverFast, processOnly, openRiverPostgres(time.Millisecond)},
+		{"postgres", "river", enqueueAndProcess, openRiverPostgres(0, 0)},
+		{"postgres", riverFast, processOnly, openRiverPostgres(time.Millisecond, 0)},
+		{"postgres", riverBench, processOnly, openRiverPostgres(2*time.Millisecond, 20*time.Millisecond)},
 	}
 }
 

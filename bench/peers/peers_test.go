@@ -138,8 +138,8 @@ func TestRoundsInterleaveSystems(t *testing.T) {
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("order of two rounds:\n got %v\nwant %v", got, want)
 	}
-	if n := len(planCells(config{pgURL: "x"})); n != 62 {
-		t.Errorf("the full plan has %d cells, want 62 (14 Redis, 20 per SQLite group, 8 PostgreSQL)", n)
+	if n := len(planCells(config{pgURL: "x"})); n != 72 {
+		t.Errorf("the full plan has %d cells, want 72 (14 Redis, 20 per SQLite group, 18 PostgreSQL)", n)
 	}
 }
 

@@ -32,6 +32,7 @@ type riverTarget[TTx any] struct {
 	driver   riverdriver.Driver[TTx]
 	schema   string
 	cooldown time.Duration // FetchCooldown of the processing client; 0: River's default
+	poll     time.Duration // FetchPollInterval of the processing client; 0: River's default
 	insert   *river.Client[TTx]
 	cleanup  func() error
 }
@@ -74,11 +75,12 @@ func (r *riverTarget[TTx]) process(ctx context.Context, workers, n int, finished
 	ws := river.NewWorkers()
 	river.AddWorker(ws, river.WorkFunc(func(context.Context, *river.Job[noopArgs]) error { return nil }))
 	c, err := river.NewClient(r.driver, &river.Config{
-		Schema:        r.schema,
-		Logger:        quietLogger,
-		FetchCooldown: r.cooldown,
-		Queues:        map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: workers}},
-		Workers:       ws,
+		Schema:            r.schema,
+		Logger:            quietLogger,
+		FetchCooldown:     r.cooldown,
+		FetchPollInterval: r.poll,
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: workers}},
+		Workers:           ws,
 	})
 	if err != nil {
 		return 0, err
@@ -115,11 +117,13 @@ func (r *riverTarget[TTx]) close() error { return r.cleanup() }
 // measurement and dropped after it and at the end of the run.
 const riverSchema = "leasehold_peers_river"
 
-func openRiverPostgres(cooldown time.Duration) func(context.Context, *env) (target, error) {
-	return func(ctx context.Context, e *env) (target, error) { return riverPostgres(ctx, e, cooldown) }
+// openRiverPostgres is River with riverpgxv5 with the processing client's
+// FetchCooldown and FetchPollInterval (0: River's defaults).
+func openRiverPostgres(cooldown, poll time.Duration) func(context.Context, *env) (target, error) {
+	return func(ctx context.Context, e *env) (target, error) { return riverPostgres(ctx, e, cooldown, poll) }
 }
 
-func riverPostgres(ctx context.Context, e *env, cooldown time.Duration) (target, error) {
+func riverPostgres(ctx context.Context, e *env, cooldown, poll time.Duration) (target, error) {
 	if err := dropRiverSchema(ctx, e.cfg.pgURL); err != nil {
 		return nil, err
 	}
@@ -146,6 +150,7 @@ func riverPostgres(ctx context.Context, e *env, cooldown time.Duration) (target,
 	if err != nil {
 		return nil, errors.Join(err, cleanup())
 	}
+	t.poll = poll
 	return t, nil
 }
 
