@@ -3,6 +3,8 @@ package redis_test
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -82,6 +84,58 @@ func parallel(b *testing.B, g, n int, op func(ctx context.Context, i int) error)
 	b.ReportMetric(float64(n)/elapsed.Seconds(), "ops/s")
 }
 
+// benchCost resets the server's command statistics and returns a func
+// that, called when the measured work is done, reports what the server
+// spent per unit (an operation, or
+// a task for the batch benchmarks): srv-µs/<unit>, the time of the scripts
+// (FCALL and EVALSHA) by INFO commandstats, which includes the commands
+// they run, and calls/<unit>, every command counted there. Unlike ops/s
+// these hardly depend on the load of the client's machine.
+func benchCost(b *testing.B, c goredis.UniversalClient, unit string) func(units int) {
+	b.Helper()
+	ctx := context.Background()
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		b.Fatal(err)
+	}
+	return func(n int) {
+		b.Helper()
+		if n == 0 {
+			return
+		}
+		info, err := c.Info(ctx, "commandstats").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		var usec, calls float64
+		for _, line := range strings.Split(info, "\n") {
+			name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
+			if !ok || !strings.HasPrefix(name, "cmdstat_") {
+				continue
+			}
+			var cl, us float64
+			for _, kv := range strings.Split(stats, ",") {
+				k, v, _ := strings.Cut(kv, "=")
+				f, _ := strconv.ParseFloat(v, 64)
+				switch k {
+				case "calls":
+					cl = f
+				case "usec":
+					us = f
+				}
+			}
+			switch name {
+			case "cmdstat_info", "cmdstat_config|resetstat":
+				continue
+			case "cmdstat_fcall", "cmdstat_evalsha", "cmdstat_eval":
+				usec += us
+			}
+			calls += cl
+		}
+		b.ReportMetric(usec/float64(n), "srv-µs/"+unit)
+		b.ReportMetric(calls/float64(n), "calls/"+unit)
+	}
+}
+
 // fill enqueues n tasks (outside the timer) with 64 goroutines.
 func fill(b *testing.B, s *redis.Store, queue string, n int) {
 	b.Helper()
@@ -136,10 +190,12 @@ func BenchmarkEnqueue(b *testing.B) {
 	for _, g := range benchConcurrency {
 		b.Run(fmt.Sprintf("g=%d", g), func(b *testing.B) {
 			s := benchStore(b)
+			cost := benchCost(b, s.Client(), "op")
 			b.ResetTimer()
 			parallel(b, g, b.N, func(ctx context.Context, i int) error {
 				return enqueue(ctx, s, "bench", int64(i))
 			})
+			cost(b.N)
 		})
 	}
 }
@@ -150,6 +206,7 @@ func BenchmarkPopAck(b *testing.B) {
 		b.Run(fmt.Sprintf("g=%d", g), func(b *testing.B) {
 			s := benchStore(b)
 			fill(b, s, "bench", b.N)
+			cost := benchCost(b, s.Client(), "op")
 			b.ResetTimer()
 			parallel(b, g, b.N, func(ctx context.Context, _ int) error {
 				r, err := s.Pop(ctx, core.PopParams{Queue: "bench", Lease: time.Minute, N: 1})
@@ -162,6 +219,7 @@ func BenchmarkPopAck(b *testing.B) {
 				_, err = s.Ack(ctx, core.AckParams{Claim: r.Tasks[0].Claim(), Result: []byte("ok")})
 				return err
 			})
+			cost(b.N)
 		})
 	}
 }
@@ -226,6 +284,7 @@ func BenchmarkEnqueueBatch(b *testing.B) {
 			s := benchStore(b)
 			ctx := context.Background()
 			tasks := make([]model.EnqueueArgs, n)
+			cost := benchCost(b, s.Client(), "task")
 			b.ResetTimer()
 			start := time.Now()
 			for i := range b.N {
@@ -243,6 +302,7 @@ func BenchmarkEnqueueBatch(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.N*n)/time.Since(start).Seconds(), "tasks/s")
+			cost(b.N * n)
 		})
 	}
 }
@@ -255,6 +315,7 @@ func BenchmarkPopAckBatch(b *testing.B) {
 			s := benchStore(b)
 			fill(b, s, "bench", b.N*n)
 			ctx := context.Background()
+			cost := benchCost(b, s.Client(), "task")
 			b.ResetTimer()
 			start := time.Now()
 			for range b.N {
@@ -280,6 +341,7 @@ func BenchmarkPopAckBatch(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.N*n)/time.Since(start).Seconds(), "tasks/s")
+			cost(b.N * n)
 		})
 	}
 }
