@@ -94,6 +94,11 @@ func (s *Store) batch(ctx context.Context, sc *script, queue string, items []cor
 	if err != nil {
 		return core.BatchResult{}, err
 	}
+	return batchItems(sc, queue, items, sent, id, r)
+}
+
+// batchItems decodes a batch script's answer r into items (see batch).
+func batchItems(sc *script, queue string, items []core.ItemResult, sent []int, id func(int) string, r reply) (core.BatchResult, error) {
 	now, err := parseNow(r.head)
 	if err != nil {
 		return core.BatchResult{}, err

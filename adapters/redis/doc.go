@@ -124,6 +124,25 @@
 // the tasks' keys are in the slot of the declared keys, which is what Redis
 // Cluster requires of a script.
 //
+// # Concurrent Enqueue calls
+//
+// Concurrent Enqueue calls on one queue of one Store go to the server
+// together: while one Enqueue script of the queue is on its way, the calls
+// that arrive wait for it and then go out as one enqueue_batch script (at
+// most model.MaxBatch per script); a call that finds none on its way goes
+// out at once, alone, as the enqueue script, so a lone call never waits
+// for company. Each call takes effect when its script runs, after the call
+// began and before it returns, and is answered with its own item: the
+// items run in order, each by the rules of Enqueue against what the ones
+// before it left, so each answer (its task, ErrConflict, ErrQueueFull) is
+// the one a lone call would get at that moment. A batch its script refuses
+// as a whole (a damaged record of one item, the end of the sequence) wrote
+// nothing; each of its calls is then sent alone. A transport error answers
+// every call of its batch (each may or may not have taken effect, as for a
+// lone call), and a call whose context ends returns at once, without
+// disturbing the others: the script is sent with a context no single
+// caller can cancel, and a call that had not gone out yet never does.
+//
 // # Why a stale decision cannot write
 //
 // Every mutation of a task draws the next value of its queue's sequence and

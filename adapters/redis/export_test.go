@@ -65,3 +65,23 @@ func PackValues(values []any) string {
 	}
 	return string(out)
 }
+
+// Batched returns how many Enqueue calls the store has sent in a batch of
+// several.
+func Batched(s *Store) uint64 { return s.batched.Load() }
+
+// HoldEnqueues takes the flight of queue's Enqueue calls, as a call on its
+// way to the server would: calls made meanwhile wait. waiting reports how
+// many wait; release ends the flight, and those that wait go out together.
+func HoldEnqueues(s *Store, queue string) (waiting func() int, release func()) {
+	g := s.group(queue)
+	g.mu.Lock()
+	g.flights++
+	g.mu.Unlock()
+	waiting = func() int {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return len(g.waiting)
+	}
+	return waiting, func() { s.land(g, queue) }
+}

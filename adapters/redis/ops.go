@@ -133,7 +133,9 @@ func (s *Store) idsOp(ctx context.Context, sc *script, queue string, args ...any
 	return core.IDsResult{Now: now, IDs: r.rest}, nil
 }
 
-// Enqueue implements core.Store.
+// Enqueue implements core.Store. Concurrent calls on one queue go to the
+// server together when the server is busy with earlier ones (see
+// coalesce.go); each is answered as if it had gone alone.
 func (s *Store) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskResult, error) {
 	if err := s.begin(ctx, p.Queue); err != nil {
 		return core.TaskResult{}, err
@@ -142,6 +144,11 @@ func (s *Store) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskRes
 	if err != nil {
 		return core.TaskResult{}, err
 	}
+	return s.coalesce(ctx, p, runAfter)
+}
+
+// enqueueAlone sends one checked Enqueue as the enqueue script.
+func (s *Store) enqueueAlone(ctx context.Context, p core.EnqueueParams, runAfter string) (core.TaskResult, error) {
 	now, _, err := s.now()
 	if err != nil {
 		return core.TaskResult{}, err

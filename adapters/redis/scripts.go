@@ -230,6 +230,23 @@ type reply struct {
 // after a dropped connection sends the same ID, and the script answers it
 // with the first run's answer instead of running it twice.
 func (s *Store) eval(ctx context.Context, sc *script, keys []string, id string, args ...any) (reply, error) {
+	code, rest, err := s.call(ctx, sc, keys, args...)
+	if err != nil {
+		return reply{}, err
+	}
+	if code != codeOK {
+		return reply{}, codeError(sc, code, id, rest)
+	}
+	if len(rest) < 1 {
+		return reply{}, fmt.Errorf("leasehold/redis: %v: short reply from %s", sc.op, sc.name)
+	}
+	return reply{head: rest[0], rest: rest[1:]}, nil
+}
+
+// call runs sc as eval does and returns its reply as it came: the code and
+// the strings after it. An error is the transport's or a reply that does
+// not parse, never a refusal.
+func (s *Store) call(ctx context.Context, sc *script, keys []string, args ...any) (int64, []string, error) {
 	req := ""
 	if sc.writes {
 		req = s.requestID()
@@ -240,30 +257,24 @@ func (s *Store) eval(ctx context.Context, sc *script, keys []string, id string, 
 	args = append(args, req)
 	raw, err := s.runAcked(ctx, sc, keys, args).Slice()
 	if err != nil {
-		return reply{}, fmt.Errorf("leasehold/redis: %v: %w", sc.op, permission(err))
+		return 0, nil, fmt.Errorf("leasehold/redis: %v: %w", sc.op, permission(err))
 	}
 	if len(raw) < 1 {
-		return reply{}, fmt.Errorf("leasehold/redis: %v: empty reply from %s", sc.op, sc.name)
+		return 0, nil, fmt.Errorf("leasehold/redis: %v: empty reply from %s", sc.op, sc.name)
 	}
 	code, ok := raw[0].(int64)
 	if !ok {
-		return reply{}, fmt.Errorf("leasehold/redis: %v: reply from %s starts with %T, not a code", sc.op, sc.name, raw[0])
+		return 0, nil, fmt.Errorf("leasehold/redis: %v: reply from %s starts with %T, not a code", sc.op, sc.name, raw[0])
 	}
 	rest := make([]string, len(raw)-1)
 	for i, v := range raw[1:] {
 		str, ok := v.(string)
 		if !ok {
-			return reply{}, fmt.Errorf("leasehold/redis: %v: element %d of the reply from %s is %T, not a string", sc.op, i+1, sc.name, v)
+			return 0, nil, fmt.Errorf("leasehold/redis: %v: element %d of the reply from %s is %T, not a string", sc.op, i+1, sc.name, v)
 		}
 		rest[i] = str
 	}
-	if code != codeOK {
-		return reply{}, codeError(sc, code, id, rest)
-	}
-	if len(rest) < 1 {
-		return reply{}, fmt.Errorf("leasehold/redis: %v: short reply from %s", sc.op, sc.name)
-	}
-	return reply{head: rest[0], rest: rest[1:]}, nil
+	return code, rest, nil
 }
 
 // run sends sc: FCALL of its function in the library, loading the library

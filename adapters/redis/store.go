@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -32,7 +33,9 @@ type Store struct {
 	// noFunctions: the server cannot run the library (see run); the store
 	// sends EVALSHA from then on.
 	noFunctions atomic.Bool
-	acks        replicaAcks // WithReplicaAcks
+	acks        replicaAcks   // WithReplicaAcks
+	enqueues    sync.Map      // queue name -> *enqueueGroup (coalesce.go)
+	batched     atomic.Uint64 // Enqueue calls sent in a batch of several
 }
 
 var _ core.Store = (*Store)(nil)
