@@ -24,9 +24,11 @@
 //     goroutine starts.
 //   - Execute runs a plan: one goroutine per client, each with its own store
 //     from the adapter's Factory (its own connection where the adapter has
-//     them), rounds as barriers. Check checks the history with porcupine's
-//     CheckOperationsVerbose and a timeout; Unknown (out of time) is a
-//     failure like Illegal, never a pass.
+//     them; backends.RedisShared gives every client one Store, where
+//     concurrent Enqueue calls meet, and PlanOptions.ProducerTwins adds
+//     producers racing the first), rounds as barriers. Check checks the
+//     history with porcupine's CheckOperationsVerbose and a timeout;
+//     Unknown (out of time) is a failure like Illegal, never a pass.
 //   - Run draws, executes and checks histories until a budget runs out and
 //     saves each violation: the plan (plan.json, plan.txt), the history
 //     (history.json, which `leasehold check --replay` reads) and porcupine's

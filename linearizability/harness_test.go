@@ -99,7 +99,20 @@ func TestRandomizedHistories(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		check(t, budget(t, "redis", 1500, 5*time.Second), f)
+		cfg := budget(t, "redis", 1500, 5*time.Second)
+		check(t, cfg, f)
+		if t.Failed() {
+			return
+		}
+		// Then every client on one Store, with producers racing: the
+		// store sends their concurrent Enqueues together.
+		shared, err := backends.RedisShared(redistest.URL(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Name, cfg.ProducerTwins = "redis-shared", 3
+		cfg.Histories, cfg.Duration = max(cfg.Histories/4, 1), max(cfg.Duration/4, time.Second)
+		check(t, cfg, shared)
 	})
 	for _, mode := range []sqlite.PopMode{sqlite.PopReturning, sqlite.PopSelectUpdate} {
 		name := "sqlite-" + mode.String()
@@ -205,7 +218,7 @@ type shrunk struct {
 // not come back in its tries and rapid stops, reporting the test as flaky.
 // Failures that need a precise interleaving inside a round shrink less.
 func shrink(cfg linearizability.Config, seed uint64, tries int, limit time.Duration) shrunk {
-	gen := linearizability.Plans(linearizability.PlanOptions{Mode: cfg.TimeMode, MaxClients: cfg.Clients, Faults: cfg.Faults})
+	gen := linearizability.Plans(linearizability.PlanOptions{Mode: cfg.TimeMode, MaxClients: cfg.Clients, Faults: cfg.Faults, ProducerTwins: cfg.ProducerTwins})
 	restore := setFlags(map[string]string{
 		"rapid.seed":       strconv.FormatUint(seed, 10),
 		"rapid.checks":     "1",

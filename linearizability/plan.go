@@ -421,6 +421,11 @@ type PlanOptions struct {
 	// one per op, where FakeTime has a handful of distinct readings). A twin
 	// repeats its original's steps without their faults.
 	Faults bool
+	// ProducerTwins adds this many twins of the first client, a producer,
+	// to every plan (beyond MaxClients): the same Enqueues racing at the same
+	// moments, which is how a store that sends concurrent Enqueue calls
+	// together is made to do it.
+	ProducerTwins int
 }
 
 func (o PlanOptions) withDefaults() PlanOptions {
@@ -509,6 +514,9 @@ func Plans(o PlanOptions) *rapid.Generator[*Plan] {
 				c.Rounds = append(c.Rounds, steps)
 			}
 			p.Clients = append(p.Clients, c)
+		}
+		for range o.ProducerTwins {
+			p.Clients = append(p.Clients, ClientPlan{Role: Producer, Rounds: withoutFaults(p.Clients[0].Rounds), TwinOf: 0})
 		}
 		if bulk {
 			c := &p.Clients[rapid.IntRange(0, len(p.Clients)-1).Draw(t, "bulk client")]

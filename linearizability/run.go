@@ -39,6 +39,9 @@ type Config struct {
 	// Faults injects transport faults, making some operations
 	// indeterminate (see PlanOptions.Faults).
 	Faults bool
+	// ProducerTwins adds twins of each plan's producer (see
+	// PlanOptions.ProducerTwins).
+	ProducerTwins int
 	// CheckTimeout bounds the check of one history (default 10s). A check
 	// that runs out of time is Unknown, and Unknown counts as a violation.
 	CheckTimeout time.Duration
@@ -160,7 +163,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	gen := Plans(PlanOptions{Mode: cfg.TimeMode, MaxClients: cfg.Clients, Faults: cfg.Faults})
+	gen := Plans(PlanOptions{Mode: cfg.TimeMode, MaxClients: cfg.Clients, Faults: cfg.Faults, ProducerTwins: cfg.ProducerTwins})
 	start := time.Now()
 
 	// Workers take the next history index until the budget is spent or

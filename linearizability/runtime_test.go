@@ -39,6 +39,13 @@ func TestRuntimeHistories(t *testing.T) {
 		}
 		checkRuntime(t, runtimeBudget(t, "redis", 150, 2*time.Second), f)
 	})
+	t.Run("redis-shared", func(t *testing.T) {
+		f, err := backends.RedisShared(redistest.URL(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkRuntime(t, runtimeBudget(t, "redis-shared", 60, time.Second), f)
+	})
 	t.Run("redis-proxy", func(t *testing.T) {
 		f, err := backends.RedisProxy(redistest.URL(t))
 		if err != nil {

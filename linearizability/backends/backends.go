@@ -20,6 +20,7 @@ import (
 	"github.com/leasehold/leasehold/adapters/redis"
 	"github.com/leasehold/leasehold/adapters/sqlite"
 	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/internal/faultproxy"
 	"github.com/leasehold/leasehold/linearizability"
 )
 
@@ -96,6 +97,46 @@ func Redis(url string) (linearizability.Factory, error) {
 				return err
 			},
 		}, nil
+	}, nil
+}
+
+// RedisShared returns the factory of Redis histories whose clients all use
+// one Store (a client with a pool of connections, as a service with many
+// goroutines uses one): concurrent calls then meet inside the store, where
+// concurrent Enqueue calls on a queue go to the server together. The
+// connections go through a proxy (internal/faultproxy) that delays every
+// request and reply by 200µs, a network's round trip, so that calls of
+// different clients overlap there often. Each history writes under a key
+// prefix of its own, deleted when it ends; the stores judge time by the
+// harness's clock.
+func RedisShared(url string) (linearizability.Factory, error) {
+	opts, err := goredis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("backends: redis URL %q: %w", url, err)
+	}
+	p, err := faultproxy.New(opts.Addr) // lives as long as the process
+	if err != nil {
+		return nil, fmt.Errorf("backends: proxy: %w", err)
+	}
+	p.SetDelay(200 * time.Microsecond)
+	opts.Addr = p.Addr()
+	opts.PoolSize = 16           // more than a plan has clients
+	c := goredis.NewClient(opts) // lives as long as the process
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		return nil, errors.Join(fmt.Errorf("backends: redis at %s: %w", opts.Addr, err), c.Close(), p.Close())
+	}
+	run := time.Now().UnixNano()
+	return func(clock core.Clock, capacity int) (*linearizability.Backend, error) {
+		prefix := fmt.Sprintf("leasehold-check:%x:%d:", run, historySeq.Add(1))
+		s, err := redis.New(c, redis.WithPrefix(prefix), redis.WithClock(clock), redis.WithCapacity(capacity))
+		if err != nil {
+			return nil, err
+		}
+		b := linearizability.SharedBatch(s)
+		b.Close = func() error { return errors.Join(s.Close(), deletePrefix(c, prefix)) }
+		return b, nil
 	}, nil
 }
 
