@@ -22,10 +22,10 @@ import (
 // began and before it returns, and is answered with its own item: the
 // task, or the typed error a lone Enqueue would have met at that point of
 // the batch (the items run in order, each against what the ones before it
-// left). A refusal of the whole batch (a damaged record of one item, the
-// sequence too close to its end for all of them) wrote nothing, so each of
-// its calls is then sent again alone and gets the answer it would have got
-// on its own. A transport error answers every call of the batch (each may
+// left). A refusal of the whole batch (the sequence too close to its end
+// for all of them, damage the script cannot set aside) wrote nothing, so
+// each of its calls is then sent again alone and gets the answer it would
+// have got on its own. A transport error answers every call of the batch (each may
 // or may not have taken effect, as for a lone call). A caller whose context
 // ends while it waits to be sent leaves and returns the context's error
 // without having been sent; once sent it returns the context's error at
@@ -152,8 +152,8 @@ func (s *Store) sendEnqueues(queue string, calls []*enqueueCall) {
 	s.batched.Add(uint64(len(calls)))
 	code, rest, err := s.call(ctx, enqueueBatchScript, s.queueKeys(queue), args...)
 	if err == nil && code != codeOK {
-		// The script refused the whole batch (a damaged record or index of
-		// one item, the sequence's end) and wrote nothing: each call alone
+		// The script refused the whole batch (the sequence's end, damage it
+		// cannot set aside) and wrote nothing: each call alone
 		// gets the answer it would have had without company.
 		for _, c := range calls {
 			runAfter, _ := micros("run after", c.args.RunAfter)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -152,14 +153,19 @@ func TestConcurrentEnqueuesMeetTheCapacityOneByOne(t *testing.T) {
 	}
 }
 
-// A damaged record of one call's ID makes the batch script refuse the
-// whole batch, having written nothing; each call is then sent alone and
-// gets its own answer: ErrCorrupt for that one, its task for the others.
-func TestABatchRefusedForOneCallAnswersEachAsAlone(t *testing.T) {
+// A call of a batch gets the answer a lone Enqueue gets, a damaged record
+// of its ID included; the others of the batch are not affected.
+func TestADamagedRecordAnswersItsCallAsAlone(t *testing.T) {
 	s, c := newStore(t)
 	ctx := context.Background()
-	if err := c.Set(ctx, s.TaskKey("q", "bad"), "not a task", 0).Err(); err != nil {
-		t.Fatal(err)
+	for _, id := range []string{"bad", "bad-alone"} {
+		if err := c.Set(ctx, s.TaskKey("q", id), "not a task", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, alone := s.Enqueue(ctx, core.EnqueueParams{Queue: "q", EnqueueArgs: task("bad-alone")})
+	if alone == nil {
+		t.Fatal("Enqueue over a damaged record succeeded")
 	}
 	res := enqueueTogether(t, s, "q", []model.EnqueueArgs{task("a"), task("bad"), task("b"), task("c")})
 	if n := redis.Batched(s); n != 4 {
@@ -167,14 +173,45 @@ func TestABatchRefusedForOneCallAnswersEachAsAlone(t *testing.T) {
 	}
 	for _, r := range res {
 		if r.args.ID == "bad" {
-			if !errors.Is(r.err, core.ErrCorrupt) {
-				t.Errorf("Enqueue over a damaged record: %v, want ErrCorrupt", r.err)
+			if model.Kind(r.err) != model.Kind(alone) || errors.Is(r.err, core.ErrCorrupt) != errors.Is(alone, core.ErrCorrupt) {
+				t.Errorf("Enqueue over a damaged record in a batch: %v; alone: %v", r.err, alone)
 			}
 			continue
 		}
 		if r.err != nil || r.res.Task.ID != r.args.ID {
 			t.Errorf("Enqueue of %s: %v, task %q", r.args.ID, r.err, r.res.Task.ID)
 		}
+	}
+}
+
+// A batch its script refuses as a whole wrote nothing, and each call is
+// sent again alone: with room in the sequence for one more version only,
+// the batch is refused, the first call alone takes the last version and
+// the others meet the sequence's end.
+func TestABatchRefusedAsAWholeIsSentCallByCall(t *testing.T) {
+	s, c := newStore(t)
+	ctx := context.Background()
+	if err := c.Set(ctx, s.QueueKeys("q")["seq"], strconv.FormatInt(1<<36-2, 10), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	res := enqueueTogether(t, s, "q", []model.EnqueueArgs{task("a"), task("b"), task("c")})
+	if n := redis.Batched(s); n != 3 {
+		t.Fatalf("%d calls went out in a batch, want 3", n)
+	}
+	ok := 0
+	for _, r := range res {
+		switch {
+		case r.err == nil:
+			ok++
+			if r.res.Task.ID != r.args.ID || r.res.Task.Version != 1<<36-1 {
+				t.Errorf("Enqueue of %s answered task %s at version %d", r.args.ID, r.res.Task.ID, r.res.Task.Version)
+			}
+		case !errors.Is(r.err, redis.ErrSequenceExhausted):
+			t.Errorf("Enqueue of %s: %v, want ErrSequenceExhausted", r.args.ID, r.err)
+		}
+	}
+	if ok != 1 {
+		t.Errorf("%d calls added a task, want 1", ok)
 	}
 }
 

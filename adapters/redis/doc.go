@@ -136,7 +136,7 @@
 // items run in order, each by the rules of Enqueue against what the ones
 // before it left, so each answer (its task, ErrConflict, ErrQueueFull) is
 // the one a lone call would get at that moment. A batch its script refuses
-// as a whole (a damaged record of one item, the end of the sequence) wrote
+// as a whole (the end of the sequence, too near for all its items) wrote
 // nothing; each of its calls is then sent alone. A transport error answers
 // every call of its batch (each may or may not have taken effect, as for a
 // lone call), and a call whose context ends returns at once, without
