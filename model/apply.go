@@ -15,13 +15,13 @@ type Input struct {
 
 	Enqueue   EnqueueArgs   // Enqueue
 	Batch     []EnqueueArgs // EnqueueBatch
-	Acks      []AckItem     // AckBatch
+	Acks      []AckItem     // AckBatch (with Lease and Limit: the pop that follows, none for Limit 0)
 	Claim     Claim         // Extend, Ack, Fail, Retry
 	ReapClaim ReapClaim     // Requeue, Finalize
 	ID        string        // InspectRequeue, Remove, Get
 	Expect    uint64        // InspectRequeue, Remove
-	Lease     time.Duration // Pop, Extend; the claim TTL of ClaimExpired; the delay of RecoverExpired
-	Limit     int           // Promote, Pop (batch size), ClaimExpired, RecoverExpired, Prune, List
+	Lease     time.Duration // Pop, Extend, AckBatch's pop; the claim TTL of ClaimExpired; the delay of RecoverExpired
+	Limit     int           // Promote, Pop and AckBatch's pop (batch size), ClaimExpired, RecoverExpired, Prune, List
 	Delay     time.Duration // Retry, Requeue: RunAfter = now + Delay
 	Message   string        // Fail, Retry, Requeue, Finalize
 	Result    []byte        // Ack
@@ -34,7 +34,7 @@ type Input struct {
 // Output is the result of Apply. Only the fields the op returns are set.
 type Output struct {
 	Task       Task         // Enqueue, Extend, Ack, Fail, Retry, Requeue, Finalize, InspectRequeue, Remove, Get
-	Tasks      []Task       // Pop, RecoverExpired, List
+	Tasks      []Task       // Pop, RecoverExpired, List; the tasks AckBatch's pop claimed
 	IDs        []string     // Promote, Prune
 	ReapClaims []ReapClaim  // ClaimExpired
 	Counts     Counts       // Counts
@@ -80,7 +80,7 @@ func Apply(q Queue, in Input) (Queue, Output) {
 	case OpEnqueueBatch:
 		next, out.Items, out.Err = q.EnqueueBatch(in.Now, in.Batch)
 	case OpAckBatch:
-		next, out.Items, out.Err = q.AckBatch(in.Now, in.Acks)
+		next, out.Items, out.Tasks, out.Err = q.AckBatchPop(in.Now, in.Acks, in.Lease, in.Limit)
 	case OpGet:
 		out.Task, out.Err = q.Get(in.ID)
 	case OpList:
@@ -121,6 +121,9 @@ func (in Input) String() string {
 		items := make([]string, len(in.Acks))
 		for i, a := range in.Acks {
 			items[i] = fmt.Sprintf("%s token=%d", a.Claim.TaskID, a.Claim.Token)
+		}
+		if in.Limit > 0 {
+			return fmt.Sprintf("AckBatch(%s; pop n=%d)", strings.Join(items, ", "), in.Limit)
 		}
 		return fmt.Sprintf("AckBatch(%s)", strings.Join(items, ", "))
 	}

@@ -47,14 +47,43 @@ func (q Queue) EnqueueBatch(now time.Time, items []EnqueueArgs) (Queue, []ItemRe
 //
 // Errors of the batch itself (nothing is applied): ErrInvalidArgument for no
 // items, more than MaxBatch, or a claim of another queue.
+//
+// AckBatch is AckBatchPop with no pop.
 func (q Queue) AckBatch(now time.Time, items []AckItem) (Queue, []ItemResult, error) {
+	next, out, _, err := q.AckBatchPop(now, items, 0, 0)
+	return next, out, err
+}
+
+// AckBatchPop is AckBatch followed, in the same atomic step and at the same
+// now, by Pop(now, lease, n) when n is not 0: a worker records the tasks it
+// finished and claims the next ones in one call. The acks come first, each
+// answered as AckBatch answers it; then the pop claims up to n Ready tasks
+// exactly as Pop does, from the queue the acks left (its order, its tokens,
+// its treatment of damaged records). An acknowledged task is Succeeded, so
+// the pop can never hand back a task an item of the same step decided, and a
+// refused item leaves its task as it was: a stale item's task stays with
+// whoever holds it now. The claimed tasks are returned apart from the items.
+//
+// It is AckBatch's step with an optional pop rather than an operation of its
+// own: the acks are AckBatch's to the letter (same guards, same answers, same
+// batch errors), the pop is Pop's to the letter, and with n = 0 it is
+// AckBatch, so every reader of an AckBatch (its one answer per item, its
+// place in the transition table) stays true of it.
+//
+// Errors of the batch itself (nothing is applied): those of AckBatch, and
+// ErrInvalidArgument for n outside 0..MaxBatch or, when n is not 0, a lease
+// Pop would refuse (ValidateAckPop).
+func (q Queue) AckBatchPop(now time.Time, items []AckItem, lease time.Duration, n int) (Queue, []ItemResult, []Task, error) {
 	if err := CheckBatchSize(len(items)); err != nil {
-		return q, nil, err
+		return q, nil, nil, err
 	}
 	for i, a := range items {
 		if err := ValidateAckBatchItem(q.name, i, a.Claim); err != nil {
-			return q, nil, err
+			return q, nil, nil, err
 		}
+	}
+	if err := ValidateAckPop(lease, n); err != nil {
+		return q, nil, nil, err
 	}
 	out := make([]ItemResult, len(items))
 	for i, a := range items {
@@ -64,7 +93,14 @@ func (q Queue) AckBatch(now time.Time, items []AckItem) (Queue, []ItemResult, er
 			q = next
 		}
 	}
-	return q, out, nil
+	if n == 0 {
+		return q, out, nil, nil
+	}
+	q, claimed, err := q.Pop(now, lease, n)
+	if err != nil { // not reached: the arguments were checked above
+		return q, nil, nil, err
+	}
+	return q, out, claimed, nil
 }
 
 // BatchItemOp returns the single operation whose rules each item of a batch

@@ -2,6 +2,7 @@ package model_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -161,5 +162,138 @@ func TestBatchLevelErrorsChangeNothing(t *testing.T) {
 	}
 	if _, ok := model.BatchItemOp(model.OpAck); ok {
 		t.Error("Ack is not a batch")
+	}
+}
+
+func TestAckBatchPopIsAckBatchThenPop(t *testing.T) {
+	s := newScript(t)
+	s.enqueue("a", time.Time{}, 3)
+	s.enqueue("b", time.Time{}, 3)
+	a := s.pop(time.Minute).Claim()
+	// The queue now holds, besides a (Running), b (Ready, older) and, after
+	// these, c of a higher priority, d of a lower one, and e, damaged.
+	q, _, err := s.q.Enqueue(s.now, model.EnqueueArgs{ID: "c", Priority: 1, MaxAttempts: 1})
+	s.must(err, "Enqueue c")
+	q, _, err = q.Enqueue(s.now, model.EnqueueArgs{ID: "d", Priority: -1, MaxAttempts: 1})
+	s.must(err, "Enqueue d")
+	q, _, err = q.Enqueue(s.now, model.EnqueueArgs{ID: "e", MaxAttempts: 1})
+	s.must(err, "Enqueue e")
+	q, err = q.Damage("e")
+	s.must(err, "Damage e")
+	s.q = q
+	stale := model.Claim{Queue: qname, TaskID: "b", Token: 99}
+	items := []model.AckItem{{Claim: a, Result: []byte("A")}, {Claim: stale}, {Claim: a}}
+	for _, n := range []int{1, 2, 3, model.MaxBatch} {
+		next, got, claimed, err := s.q.AckBatchPop(s.now, items, time.Minute, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The same as the acks, then a Pop, one after the other.
+		acked, want, err := s.q.AckBatch(s.now, items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		popped, wantClaimed, err := acked.Pop(s.now, time.Minute, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !next.Equal(popped) || next.Hash() != popped.Hash() || next.Seq() != popped.Seq() {
+			t.Errorf("n=%d: the step left another queue than AckBatch then Pop", n)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("n=%d: %d answers for %d items", n, len(got), len(want))
+		}
+		for i := range got {
+			if model.Kind(got[i].Err) != model.Kind(want[i].Err) || !got[i].Task.Equal(want[i].Task) {
+				t.Errorf("n=%d item %d: %+v, want %+v", n, i, got[i], want[i])
+			}
+		}
+		if model.Kind(got[1].Err) != model.ErrStaleClaim || model.Kind(got[2].Err) != model.ErrInvalidTransition {
+			t.Errorf("n=%d: the stale and duplicate items: %v, %v", n, got[1].Err, got[2].Err)
+		}
+		var ids []string
+		for i, c := range claimed {
+			ids = append(ids, c.ID)
+			if !c.Equal(wantClaimed[i]) || c.State != model.Running || c.ClaimToken != c.Version || !c.ClaimedAt.Equal(s.now) {
+				t.Errorf("n=%d: claimed %+v, want %+v", n, c, wantClaimed[i])
+			}
+			if c.ID == "a" {
+				t.Errorf("n=%d: the pop claimed the task the acks decided", n)
+			}
+		}
+		// Pop order: c (priority 1), then b, then d; e is set aside on the way.
+		wantIDs := []string{"c", "b", "d"}[:min(n, 3)]
+		if !slices.Equal(ids, wantIDs) {
+			t.Errorf("n=%d: claimed %v, want %v", n, ids, wantIDs)
+		}
+		if e, _ := next.Get("e"); n >= 3 && e.State != model.Quarantined {
+			t.Errorf("n=%d: the damaged e is %v, want set aside", n, e.State)
+		}
+		if err := model.Invariants(next); err != nil {
+			t.Fatal(err)
+		}
+		// The tokens of the pop are drawn after the acks' versions.
+		if ta, _ := next.Get("a"); claimed[0].Version <= ta.Version {
+			t.Errorf("n=%d: the pop's token %d is not after the ack's version %d", n, claimed[0].Version, ta.Version)
+		}
+	}
+	// No pop: AckBatch exactly.
+	next, got, claimed, err := s.q.AckBatchPop(s.now, items, 0, 0)
+	acked, want, _ := s.q.AckBatch(s.now, items)
+	if err != nil || claimed != nil || !next.Equal(acked) || len(got) != len(want) {
+		t.Errorf("n=0: %v, claimed %v", err, claimed)
+	}
+}
+
+func TestAckBatchPopThroughApply(t *testing.T) {
+	s := newScript(t)
+	s.enqueue("a", time.Time{}, 3)
+	s.enqueue("b", time.Time{}, 3)
+	a := s.pop(time.Minute).Claim()
+	in := model.Input{Op: model.OpAckBatch, Now: s.now, Acks: []model.AckItem{{Claim: a}}, Lease: time.Minute, Limit: 2}
+	next, out := model.Apply(s.q, in)
+	if out.Err != nil || len(out.Items) != 1 || out.Items[0].Err != nil || len(out.Tasks) != 1 || out.Tasks[0].ID != "b" {
+		t.Fatalf("apply: %+v", out)
+	}
+	if c := next.Counts(); c.Succeeded != 1 || c.Running != 1 || c.Ready != 0 {
+		t.Errorf("counts %+v", c)
+	}
+	if in.String() != "AckBatch(a token=3; pop n=2)" {
+		t.Errorf("description %q", in.String())
+	}
+	// Nothing Ready: the acks alone, no task claimed, no error.
+	_, out = model.Apply(next, model.Input{Op: model.OpAckBatch, Now: s.now, Acks: []model.AckItem{{Claim: out.Tasks[0].Claim()}}, Lease: time.Minute, Limit: 1})
+	if out.Err != nil || out.Items[0].Err != nil || len(out.Tasks) != 0 {
+		t.Errorf("an empty pop: %+v", out)
+	}
+}
+
+func TestAckBatchPopArgumentsRefuseTheWholeStep(t *testing.T) {
+	s := newScript(t)
+	s.enqueue("a", time.Time{}, 3)
+	s.enqueue("b", time.Time{}, 3)
+	c := s.pop(time.Minute).Claim()
+	acks := []model.AckItem{{Claim: c}}
+	for name, in := range map[string]model.Input{
+		"negative pop":      {Limit: -1, Lease: time.Minute},
+		"pop over MaxBatch": {Limit: model.MaxBatch + 1, Lease: time.Minute},
+		"no lease":          {Limit: 1},
+		"negative lease":    {Limit: 1, Lease: -time.Second},
+	} {
+		in.Op, in.Now, in.Acks = model.OpAckBatch, s.now, acks
+		next, out := model.Apply(s.q, in)
+		if !errors.Is(out.Err, model.ErrInvalidArgument) || out.Items != nil || out.Tasks != nil {
+			t.Errorf("%s: %v, %d items, %d tasks", name, out.Err, len(out.Items), len(out.Tasks))
+		}
+		if !next.Equal(s.q) || next.Seq() != s.q.Seq() {
+			t.Errorf("%s changed the queue", name)
+		}
+		if err := model.ValidateAckPop(in.Lease, in.Limit); !errors.Is(err, model.ErrInvalidArgument) {
+			t.Errorf("%s: ValidateAckPop %v", name, err)
+		}
+	}
+	// With no pop the lease is not read.
+	if err := model.ValidateAckPop(-time.Second, 0); err != nil {
+		t.Errorf("no pop: %v", err)
 	}
 }

@@ -56,6 +56,10 @@
 // and does not stop the others. Only an empty or oversized batch, or an
 // AckBatch naming a claim of another queue, is refused as a whole.
 //
+// [Queue.AckBatchPop] is an AckBatch that claims the worker's next tasks in
+// the same step: after the acks, at the same now, it pops as Pop does. A
+// worker that finishes a task and wants the next one pays one step for both.
+//
 // # Damaged records
 //
 // A store may hold a record it cannot read: a field that does not parse, an

@@ -132,6 +132,20 @@ func ValidateAckBatchItem(queue string, i int, c Claim) error {
 	return nil
 }
 
+// ValidateAckPop checks the pop that follows the acks of an AckBatch: n is
+// 0 (no pop) or a Pop's batch of 1 to MaxBatch, and with a pop the lease is
+// one Pop accepts (ValidateLease). Else ErrInvalidArgument, which refuses
+// the whole batch.
+func ValidateAckPop(lease time.Duration, n int) error {
+	if n == 0 {
+		return nil
+	}
+	if n < 0 || n > MaxBatch {
+		return invalid("ack batch: pop of %d outside 0..%d", n, MaxBatch)
+	}
+	return ValidateLease(lease)
+}
+
 // ValidateList checks the arguments of List: a listable state (one of the
 // five, or Quarantined) and a page of 1 to MaxBatch tasks.
 func ValidateList(s State, limit int) error {
