@@ -115,8 +115,12 @@ type BatchStore interface {
 	// EnqueueBatch adds up to MaxBatch tasks to one queue.
 	// Item errors: ErrInvalidArgument, ErrConflict, ErrQueueFull.
 	EnqueueBatch(ctx context.Context, p EnqueueBatchParams) (BatchResult, error)
-	// AckBatch records the success of up to MaxBatch claims of one queue.
-	// Item errors: ErrInvalidArgument, ErrStaleClaim, ErrInvalidTransition.
+	// AckBatch records the success of up to MaxBatch claims of one queue
+	// and, when p.Pop.N is not 0, claims up to that many Ready tasks of the
+	// queue in the same atomic step, after the acks and at the same clock
+	// reading, as Pop would (model.Queue.AckBatchPop); those are in
+	// BatchResult.Claimed. Item errors: ErrInvalidArgument, ErrStaleClaim,
+	// ErrInvalidTransition. A pop that finds nothing Ready is not an error.
 	AckBatch(ctx context.Context, p AckBatchParams) (BatchResult, error)
 }
 
@@ -140,10 +144,23 @@ type EnqueueBatchParams struct {
 }
 
 // AckBatchParams are the arguments of BatchStore.AckBatch: every claim must
-// be of Queue.
+// be of Queue. Pop, when its N is not 0, is the pop that follows the acks in
+// the same step.
 type AckBatchParams struct {
 	Queue string
 	Acks  []AckItem
+	Pop   AckPop
+}
+
+// AckPop is the pop an AckBatch performs after its acks: up to N (0..MaxBatch;
+// 0: none) Ready tasks of the batch's queue claimed with Lease, exactly as
+// Store.Pop claims them. An N outside 0..MaxBatch, or a lease Pop refuses when
+// N is not 0, refuses the whole batch with ErrInvalidArgument
+// (model.ValidateAckPop). A worker uses it to record its finished tasks and
+// claim its next ones in one round trip.
+type AckPop struct {
+	Lease time.Duration
+	N     int
 }
 
 // AckItem is one claim of an AckBatch and the result it records.
@@ -153,10 +170,13 @@ type AckItem struct {
 }
 
 // BatchResult is the answer of a batch operation: one ItemResult per item, in
-// the order given, and the store's clock when the batch took effect.
+// the order given, and the store's clock when the batch took effect. Claimed
+// holds the tasks the pop of an AckBatch claimed (AckBatchParams.Pop), in
+// Pop's order; it is empty otherwise.
 type BatchResult struct {
-	Now   time.Time
-	Items []ItemResult
+	Now     time.Time
+	Items   []ItemResult
+	Claimed []Task
 }
 
 // ItemResult is the answer to one item of a batch: the task as the item left

@@ -450,11 +450,23 @@ func (d *diffRun) ackBatch(ctx context.Context) (string, error) {
 	if d.rare("empty ack batch?") {
 		p.Acks = nil
 	}
+	// Half the batches claim the next tasks in the same step, as a Worker's
+	// do; now and then with a pop the store must refuse.
+	if d.uniform(2, "pop after the acks?") == 0 {
+		p.Pop = core.AckPop{Lease: d.leaseArg(), N: pick(d, "pop n", 1, 1, 2, 3)}
+		if d.rare("invalid pop n?") {
+			p.Pop.N = pick(d, "invalid pop n", -1, model.MaxBatch+1)
+		}
+	}
 	res, err := d.s.AckBatch(ctx, p)
 	for _, it := range res.Items {
 		d.seen(it.Task)
 	}
-	return fmt.Sprintf("%s = %s", describeAckBatch(p), describeItems(res)), err
+	for _, t := range res.Claimed {
+		d.claims = append(d.claims, t.Claim())
+	}
+	d.seen(res.Claimed...)
+	return fmt.Sprintf("%s = %s claimed %v", describeAckBatch(p), describeItems(res), taskIDs(res.Claimed)), err
 }
 
 func describeItems(res core.BatchResult) string {

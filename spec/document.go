@@ -132,7 +132,8 @@ func Document() []byte {
 	// --- batches ---
 	p("## Batches\n\n")
 	p("EnqueueBatch and AckBatch apply 1–%d Enqueues or Acks of one queue in one atomic step, with one reading of the clock. The items are applied in order, each by the rules of the single operation (its guards, in the guard order, against the queue the items before it left), and each is answered on its own: the task as the item left it, or the refusal, and a refused item changes nothing and does not stop the others. So an ID given twice in an EnqueueBatch is added once and refused once as a conflict, and a claim given twice in an AckBatch is acknowledged once and refused once as an invalid transition from succeeded.\n\n", model.MaxBatch)
-	p("The batch as a whole is refused with **invalid argument**, and nothing is applied, when it has no items or more than %d, or when an AckBatch names a claim of another queue than its own.\n\n", model.MaxBatch)
+	p("An AckBatch may carry a pop (a lease and a batch n of 1–%d): after the acks, in the same step and at the same reading of the clock, it claims up to n Ready tasks of its queue exactly as Pop would, from the queue the acks left, and answers them apart from the items. A worker thus records the tasks it finished and claims its next ones in one step. An acknowledged task is Succeeded, so the pop never claims a task an item decided, and its tokens are drawn after the acks' versions.\n\n", model.MaxBatch)
+	p("The batch as a whole is refused with **invalid argument**, and nothing is applied, when it has no items or more than %d, when an AckBatch names a claim of another queue than its own, or when its pop has an n outside 0–%d or, with n above 0, a lease Pop would refuse.\n\n", model.MaxBatch, model.MaxBatch)
 
 	// --- errors ---
 	p("## Errors\n\n")
@@ -233,7 +234,7 @@ var opMeaning = map[model.Op]string{
 	model.OpRemove:         "The operator deletes a task, optionally only if it is at the version the operator saw. The ID may be used again; versions never are.",
 	model.OpPrune:          "The operator deletes terminal tasks that finished before a time (up to a limit).",
 	model.OpEnqueueBatch:   "Adds up to a batch of tasks in one atomic step, each item by the rules of Enqueue and answered on its own.",
-	model.OpAckBatch:       "Records the success of up to a batch of claims of one queue in one atomic step, each item by the rules of Ack and answered on its own.",
+	model.OpAckBatch:       "Records the success of up to a batch of claims of one queue in one atomic step, each item by the rules of Ack and answered on its own; with a pop, then claims the next Ready tasks as Pop would, in the same step.",
 	model.OpGet:            "Reads one task.",
 	model.OpList:           "Reads a page of the tasks in one state, in ID order, with a cursor for the next page.",
 	model.OpCounts:         "Reads the number of tasks in each state.",

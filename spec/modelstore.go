@@ -211,7 +211,7 @@ func (s *ModelStore) AckBatch(ctx context.Context, p core.AckBatchParams) (core.
 	for i, a := range p.Acks {
 		acks[i] = model.AckItem{Claim: a.Claim, Result: a.Result}
 	}
-	return batchResult(s.apply(ctx, p.Queue, model.Input{Op: model.OpAckBatch, Acks: acks}))
+	return batchResult(s.apply(ctx, p.Queue, model.Input{Op: model.OpAckBatch, Acks: acks, Lease: p.Pop.Lease, Limit: p.Pop.N}))
 }
 
 func batchResult(now time.Time, out model.Output, err error) (core.BatchResult, error) {
@@ -222,7 +222,7 @@ func batchResult(now time.Time, out model.Output, err error) (core.BatchResult, 
 	for i, it := range out.Items {
 		items[i] = core.ItemResult{Task: it.Task, Err: it.Err}
 	}
-	return core.BatchResult{Now: now, Items: items}, nil
+	return core.BatchResult{Now: now, Items: items, Claimed: out.Tasks}, nil
 }
 
 // Close implements core.Store.

@@ -9,8 +9,9 @@ import (
 )
 
 // batchSuite checks EnqueueBatch and AckBatch: every item answered on its
-// own by the single operation's rules, refused items changing nothing, and
-// the batch refused as a whole only for its own invalid arguments.
+// own by the single operation's rules, refused items changing nothing, the
+// batch refused as a whole only for its own invalid arguments, and an
+// AckBatch's pop claiming after the acks exactly as Pop would.
 var batchSuite = []suiteCase{
 	{name: "EnqueueBatchAnswersEachItemOnItsOwnAsEnqueueWould", run: func(e *env) {
 		bs := e.batch()
@@ -193,6 +194,103 @@ var batchSuite = []suiteCase{
 		e.ok("Counts", err)
 		if c.Succeeded != model.MaxBatch {
 			e.t.Errorf("counts %+v, want %d succeeded", c, model.MaxBatch)
+		}
+	}},
+	{name: "AckBatchWithAPopAcksThenClaimsAsPopWould", run: func(e *env) {
+		bs := e.batch()
+		staleOld, rc := e.reaped("taken")
+		_, err := e.s.Requeue(e.ctx, core.RequeueParams{ReapClaim: rc}) // Ready again: the worker's claim is stale
+		e.ok("Requeue", err)
+		e.enqueue("a", priority(5))
+		a := e.popID("a").Claim()
+		e.enqueue("low", priority(-1))
+		e.enqueue("high", priority(2))
+		e.enqueue("later", runAfter(e.now().Add(time.Hour)))
+		e.clock.Advance(time.Millisecond)
+		const popLease = 7 * time.Second
+		res, err := bs.AckBatch(e.ctx, core.AckBatchParams{Queue: e.q, Acks: []core.AckItem{
+			{Claim: a, Result: []byte("A")},
+			{Claim: staleOld, Result: []byte("late")}, // superseded: its task is Ready, and the pop claims it
+		}, Pop: core.AckPop{Lease: popLease, N: 3}})
+		e.ok("AckBatch", err)
+		e.wantItems("AckBatch", res, nil, core.ErrStaleClaim)
+		if !res.Now.Equal(e.now()) {
+			e.t.Errorf("AckBatch Now = %s, want the clock's %s", formatTime(res.Now), formatTime(e.now()))
+		}
+		// Pop's order: the highest priority, then the first to become Ready;
+		// the scheduled task is not due.
+		e.wantIDs("AckBatch's pop", taskIDs(res.Claimed), "high", "taken", "low")
+		acked := e.get("a")
+		if acked.State != core.Succeeded || string(acked.Result) != "A" {
+			e.t.Errorf("a: %s, want succeeded with %q", formatTask(acked), "A")
+		}
+		prev := acked.Version
+		for _, c := range res.Claimed {
+			e.wantTask("claimed "+c.ID, c, e.get(c.ID))
+			if c.State != core.Running || c.ClaimToken != c.Version || !c.ClaimedAt.Equal(e.now()) ||
+				!c.Deadline.Equal(e.now().Add(popLease)) {
+				e.t.Errorf("claimed %s", formatTask(c))
+			}
+			// The pop comes after the acks: its tokens are drawn after them.
+			if c.Version <= prev {
+				e.t.Errorf("claimed %s has token %d, not after %d", c.ID, c.Version, prev)
+			}
+			prev = c.Version
+		}
+		if t := e.get("taken"); t.Attempt != 2 || len(t.Result) != 0 {
+			e.t.Errorf("the stale item's task: %s, want claimed again and not acknowledged", formatTask(t))
+		}
+		// Nothing Ready is left: a pop that finds nothing still acks.
+		claims := make([]core.AckItem, len(res.Claimed))
+		for i, c := range res.Claimed {
+			claims[i] = core.AckItem{Claim: c.Claim(), Result: []byte(c.ID)}
+		}
+		res, err = bs.AckBatch(e.ctx, core.AckBatchParams{Queue: e.q, Acks: claims, Pop: core.AckPop{Lease: popLease, N: model.MaxBatch}})
+		e.ok("AckBatch", err)
+		e.wantItems("AckBatch", res, nil, nil, nil)
+		if len(res.Claimed) != 0 {
+			e.t.Errorf("an empty queue's pop claimed %v", taskIDs(res.Claimed))
+		}
+		c, err := e.s.Counts(e.ctx, core.CountsParams{Queue: e.q})
+		e.ok("Counts", err)
+		if c.Succeeded != 4 || c.Scheduled != 1 || c.Running != 0 {
+			e.t.Errorf("counts %+v, want 4 succeeded, 1 scheduled", c)
+		}
+	}},
+	{name: "AckBatchWithAPopNeverAcknowledgesWhatItsPopClaims", run: func(e *env) {
+		bs := e.batch()
+		_, a := e.running("a")
+		next := e.enqueue("next")
+		// The token the pop draws for next, were it drawn before the acks;
+		// the version next would have were its item acked first.
+		guesses := []core.AckItem{{Claim: a}}
+		for tok := next.Version; tok <= next.Version+4; tok++ {
+			guesses = append(guesses, core.AckItem{Claim: core.Claim{Queue: e.q, TaskID: "next", Token: tok}})
+		}
+		res, err := bs.AckBatch(e.ctx, core.AckBatchParams{Queue: e.q, Acks: guesses, Pop: core.AckPop{Lease: lease, N: 1}})
+		e.ok("AckBatch", err)
+		e.wantItems("AckBatch", res, nil, core.ErrStaleClaim, core.ErrStaleClaim, core.ErrStaleClaim, core.ErrStaleClaim, core.ErrStaleClaim)
+		e.wantIDs("AckBatch's pop", taskIDs(res.Claimed), "next")
+		if t := e.get("next"); t.State != core.Running {
+			e.t.Errorf("next: %s, want running for the pop's claim", formatTask(t))
+		}
+	}},
+	{name: "RejectsAckBatchWithAPopPopWouldRefuse", run: func(e *env) {
+		bs := e.batch()
+		_, c := e.running("a")
+		e.enqueue("b")
+		for _, p := range []core.AckPop{{Lease: lease, N: -1}, {Lease: lease, N: model.MaxBatch + 1}, {N: 1}, {Lease: -time.Second, N: 1}} {
+			e.rejects(core.ErrInvalidArgument, func() error {
+				_, err := bs.AckBatch(e.ctx, core.AckBatchParams{Queue: e.q, Acks: []core.AckItem{{Claim: c}}, Pop: p})
+				return err
+			})
+		}
+		// With no pop the lease is not read.
+		res, err := bs.AckBatch(e.ctx, core.AckBatchParams{Queue: e.q, Acks: []core.AckItem{{Claim: c}}, Pop: core.AckPop{Lease: -time.Second}})
+		e.ok("AckBatch with no pop", err)
+		e.wantItems("AckBatch", res, nil)
+		if len(res.Claimed) != 0 {
+			e.t.Errorf("a batch with no pop claimed %v", taskIDs(res.Claimed))
 		}
 	}},
 }

@@ -283,6 +283,7 @@ func batchDiff(got core.BatchResult, gerr error, want core.BatchResult, werr err
 			ds = append(ds, fmt.Sprintf("item %d: %s", i, d))
 		}
 	}
+	ds = append(ds, diffTasks("claimed", got.Claimed, want.Claimed))
 	return joinDiffs(ds...)
 }
 
@@ -346,6 +347,9 @@ func describeAckBatch(p core.AckBatchParams) string {
 	items := make([]string, len(p.Acks))
 	for i, a := range p.Acks {
 		items[i] = fmt.Sprintf("%s result=%q", describeClaim(a.Claim), a.Result)
+	}
+	if p.Pop.N != 0 {
+		return fmt.Sprintf("AckBatch(%s: %s; pop lease=%v n=%d)", p.Queue, strings.Join(items, ", "), p.Pop.Lease, p.Pop.N)
 	}
 	return fmt.Sprintf("AckBatch(%s: %s)", p.Queue, strings.Join(items, ", "))
 }

@@ -344,9 +344,11 @@ func (s *Store) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (co
 }
 
 // AckBatch records the success of up to model.MaxBatch claims of one queue
-// in one step under the queue's lock (model.Queue.AckBatch): each item is
-// answered as Ack would answer it, in order. A claim of another queue makes
-// the whole batch an invalid argument.
+// in one step under the queue's lock (model.Queue.AckBatchPop): each item is
+// answered as Ack would answer it, in order, and then, when p.Pop.N is not
+// 0, the tasks Pop would claim are claimed under the same lock and clock
+// reading. A claim of another queue makes the whole batch an invalid
+// argument, as does a pop Pop would refuse.
 func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.BatchResult, error) {
 	if err := model.CheckBatchSize(len(p.Acks)); err != nil {
 		return core.BatchResult{}, err
@@ -356,8 +358,12 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 			return core.BatchResult{}, err
 		}
 	}
+	if err := model.ValidateAckPop(p.Pop.Lease, p.Pop.N); err != nil {
+		return core.BatchResult{}, err
+	}
 	items := make([]core.ItemResult, len(p.Acks))
-	now, err := s.write(ctx, p.Queue, false, func(q *queue, now time.Time) error {
+	var claimed []model.Task
+	now, err := s.write(ctx, p.Queue, false, func(q *queue, now time.Time) (err error) {
 		// Every item first, then the snapshots, in one allocation: a task
 		// an item acknowledged is left as it was by the later items (an
 		// acknowledged task is Succeeded, and only Ack is in the batch).
@@ -376,12 +382,17 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 				acked = acked[1:]
 			}
 		}
-		return nil
+		if p.Pop.N > 0 {
+			// After the snapshots: the pop claims only Ready tasks, so
+			// it changes no task an item acknowledged.
+			claimed, err = q.pop(now, p.Pop.Lease, p.Pop.N)
+		}
+		return err
 	})
 	if err != nil {
 		return core.BatchResult{}, err
 	}
-	return core.BatchResult{Now: now, Items: items}, nil
+	return core.BatchResult{Now: now, Items: items, Claimed: claimed}, nil
 }
 
 // Close drops every task. Operations that start after Close return
