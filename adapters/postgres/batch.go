@@ -68,9 +68,10 @@ func (s *Store) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (co
 // transaction, in order, each with the guard of Ack and, when it does not
 // hold, the diagnosis of Ack; each is answered on its own. Claims of
 // distinct tasks are applied by one statement; a batch that names a task
-// twice runs the statement of Ack once per claim. An
-// error that is not an item's own (a damaged row, the transport) fails the
-// whole batch, which then changes nothing.
+// twice runs the statement of Ack once per claim. With a pop (p.Pop.N not
+// 0), the same transaction then claims the next Ready tasks with Pop's
+// statement, after the acks. An error that is not an item's own (a damaged
+// row, the transport) fails the whole batch, which then changes nothing.
 func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.BatchResult, error) {
 	validate := func() error {
 		if err := model.CheckBatchSize(len(p.Acks)); err != nil {
@@ -81,52 +82,71 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 				return err
 			}
 		}
-		return nil
+		return model.ValidateAckPop(p.Pop.Lease, p.Pop.N)
 	}
 	items := make([]core.ItemResult, len(p.Acks))
+	var claimed []model.Task
 	now, err := s.write(ctx, p.Queue, 0, validate, func(o *opTx) error {
 		clear(items) // fn runs again when the transaction it shared failed
+		claimed = nil
+		var err error
 		if distinctTasks(p.Acks) {
-			return o.ackMany(p.Acks, items)
+			err = o.ackMany(p.Acks, items)
+		} else {
+			err = o.ackEach(p.Acks, items)
 		}
-		// As in EnqueueBatch: every item's statement and a read of its task
-		// in one round trip, run in order.
-		b := &pgx.Batch{}
-		for i, a := range p.Acks {
-			if err := validClaim(a.Claim); err != nil {
-				items[i].Err = err
-				continue
-			}
-			b.Queue(s.q.ack, o.queue, []byte(a.Claim.TaskID), int64(a.Claim.Token), micros(o.now), clone(a.Result))
-			b.Queue(s.q.probe, o.queue, []byte(a.Claim.TaskID))
+		if err != nil || p.Pop.N == 0 {
+			return err
 		}
-		res := o.tx.SendBatch(o.ctx, b)
-		defer res.Close()
-		for i, a := range p.Acks {
-			if items[i].Err != nil {
-				continue
+		for _, it := range items {
+			if it.Err == nil {
+				o.seq++ // each ack drew a version: the pop's tokens come after them
 			}
-			ts, err := scanTasks(res.Query())
-			if err != nil {
-				return err
-			}
-			state, token, _, found, perr := probeRow(res.QueryRow(), o.queue, a.Claim.TaskID)
-			if len(ts) == 1 {
-				items[i].Task = ts[0]
-				continue
-			}
-			err = claimRefusal(model.OpAck, a.Claim, state, token, found, perr)
-			if !isItemError(err) {
-				return err
-			}
-			items[i].Err = err
 		}
-		return res.Close()
+		claimed, err = o.pop(p.Pop.Lease, p.Pop.N)
+		return err
 	})
 	if err != nil {
 		return core.BatchResult{}, err
 	}
-	return core.BatchResult{Now: now, Items: items}, nil
+	return core.BatchResult{Now: now, Items: items, Claimed: claimed}, nil
+}
+
+// ackEach acknowledges the claims one statement each, in order: as in
+// EnqueueBatch, every item's statement and a read of its task in one round
+// trip.
+func (o *opTx) ackEach(acks []core.AckItem, items []core.ItemResult) error {
+	b := &pgx.Batch{}
+	for i, a := range acks {
+		if err := validClaim(a.Claim); err != nil {
+			items[i].Err = err
+			continue
+		}
+		b.Queue(o.s.q.ack, o.queue, []byte(a.Claim.TaskID), int64(a.Claim.Token), micros(o.now), clone(a.Result))
+		b.Queue(o.s.q.probe, o.queue, []byte(a.Claim.TaskID))
+	}
+	res := o.tx.SendBatch(o.ctx, b)
+	defer res.Close()
+	for i, a := range acks {
+		if items[i].Err != nil {
+			continue
+		}
+		ts, err := scanTasks(res.Query())
+		if err != nil {
+			return err
+		}
+		state, token, _, found, perr := probeRow(res.QueryRow(), o.queue, a.Claim.TaskID)
+		if len(ts) == 1 {
+			items[i].Task = ts[0]
+			continue
+		}
+		err = claimRefusal(model.OpAck, a.Claim, state, token, found, perr)
+		if !isItemError(err) {
+			return err
+		}
+		items[i].Err = err
+	}
+	return res.Close()
 }
 
 // distinctTasks reports whether no two claims of acks name the same task.

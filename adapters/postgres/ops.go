@@ -204,22 +204,26 @@ func (s *Store) Pop(ctx context.Context, p core.PopParams) (core.TasksResult, er
 	}
 	var tasks []model.Task
 	now, err := s.write(ctx, p.Queue, 0, validate, func(o *opTx) (err error) {
-		tasks = []model.Task{}
-		if !o.has {
-			return nil
-		}
-		deadline := model.Round(o.now.Add(p.Lease))
-		if s.popMode == PopSelectSkipLocked {
-			tasks, err = o.popSelect(p.N, deadline)
-		} else {
-			tasks, err = o.popReturning(p.N, deadline)
-		}
+		tasks, err = o.pop(p.Lease, p.N)
 		return err
 	})
 	if err != nil {
 		return core.TasksResult{}, err
 	}
 	return core.TasksResult{Now: now, Tasks: tasks}, nil
+}
+
+// pop claims up to n Ready tasks in the operation's transaction, as Pop does
+// (and AckBatch's pop).
+func (o *opTx) pop(lease time.Duration, n int) ([]model.Task, error) {
+	if !o.has {
+		return []model.Task{}, nil
+	}
+	deadline := model.Round(o.now.Add(lease))
+	if o.s.popMode == PopSelectSkipLocked {
+		return o.popSelect(n, deadline)
+	}
+	return o.popReturning(n, deadline)
 }
 
 // popReturning claims the first n Ready tasks with one UPDATE … RETURNING.

@@ -53,8 +53,10 @@ func (s *Store) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (co
 }
 
 // AckBatch implements core.BatchStore: one script acknowledges the claims in
-// order, each by the rules of Ack, and answers each on its own. A claim that
-// is invalid (no ID, token 0) is answered here and not sent.
+// order, each by the rules of Ack, and answers each on its own; with a pop
+// (p.Pop.N not 0) the same script then claims the next Ready tasks as Pop
+// does (lua/ack_pop.lua), so the acks and the pop are one round trip. A
+// claim that is invalid (no ID, token 0) is answered here and not sent.
 func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.BatchResult, error) {
 	if err := s.begin(ctx, p.Queue); err != nil {
 		return core.BatchResult{}, err
@@ -67,14 +69,26 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 			return core.BatchResult{}, err
 		}
 	}
+	if err := model.ValidateAckPop(p.Pop.Lease, p.Pop.N); err != nil {
+		return core.BatchResult{}, err
+	}
 	now, _, err := s.now()
 	if err != nil {
 		return core.BatchResult{}, err
 	}
+	sc := ackBatchScript
+	args := make([]any, 0, 3+3*len(p.Acks)+1)
+	args = append(args, now)
+	if p.Pop.N > 0 {
+		lease, err := duration("lease", p.Pop.Lease)
+		if err != nil {
+			return core.BatchResult{}, err
+		}
+		sc = ackPopScript
+		args = append(args, lease, p.Pop.N)
+	}
 	items := make([]core.ItemResult, len(p.Acks))
 	sent := make([]int, 0, len(p.Acks))
-	args := make([]any, 0, 1+3*len(p.Acks)+1)
-	args = append(args, now)
 	for i, a := range p.Acks {
 		if err := validClaim(a.Claim); err != nil {
 			items[i].Err = err
@@ -83,12 +97,13 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 		sent = append(sent, i)
 		args = append(args, a.Claim.TaskID, u64(a.Claim.Token), a.Result)
 	}
-	return s.batch(ctx, ackBatchScript, p.Queue, items, sent, func(i int) string { return p.Acks[i].Claim.TaskID }, args)
+	return s.batch(ctx, sc, p.Queue, items, sent, func(i int) string { return p.Acks[i].Claim.TaskID }, args)
 }
 
 // batch runs a batch script and fills items[sent[k]] with the answer to the
 // k-th item sent: per item a code, the number of strings that follow, then
-// the task (code 0) or the refusal's detail.
+// the task (code 0) or the refusal's detail. After the items, the reply of
+// ack_pop.lua holds the tasks its pop claimed; any other script's ends there.
 func (s *Store) batch(ctx context.Context, sc *script, queue string, items []core.ItemResult, sent []int, id func(int) string, args []any) (core.BatchResult, error) {
 	r, err := s.eval(ctx, sc, s.queueKeys(queue), "", args...)
 	if err != nil {
@@ -127,8 +142,13 @@ func batchItems(sc *script, queue string, items []core.ItemResult, sent []int, i
 		}
 		items[i].Task = t
 	}
-	if len(rest) != 0 {
+	var claimed []core.Task
+	if sc == ackPopScript {
+		if claimed, err = decodeTasks(queue, rest); err != nil {
+			return core.BatchResult{}, err
+		}
+	} else if len(rest) != 0 {
 		return core.BatchResult{}, fmt.Errorf("leasehold/redis: %v: %d strings after the last item", sc.op, len(rest))
 	}
-	return core.BatchResult{Now: now, Items: items}, nil
+	return core.BatchResult{Now: now, Items: items, Claimed: claimed}, nil
 }

@@ -2,7 +2,9 @@
 // machines sharing one Redis (a single node, Sentinel or Cluster): a
 // core.Store whose every operation is one Lua function, run atomically by
 // the server in one round trip. It also implements core.BatchStore:
-// EnqueueBatch and AckBatch are one function call each.
+// EnqueueBatch and AckBatch are one function call each, and an AckBatch
+// with a pop (core.AckPop) acknowledges and claims in that one call
+// (lua/ack_pop.lua), so a Worker pays one round trip per task.
 //
 // Its answers are exactly those of the model (package model): the same
 // results, the same errors, the same state afterwards. The conformance suite

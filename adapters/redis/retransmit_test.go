@@ -301,9 +301,16 @@ func (e *retransmitEnv) step() {
 		if len(acks) == 0 {
 			return
 		}
-		res, err := e.via.AckBatch(ctx, core.AckBatchParams{Queue: q, Acks: acks})
+		// Half the batches claim the next tasks in the same call, as a
+		// Worker's do: a resent one must not claim twice.
+		var pop core.AckPop
+		if e.rng.IntN(2) == 0 {
+			pop = core.AckPop{Lease: lease, N: 1 + e.rng.IntN(2)}
+		}
+		res, err := e.via.AckBatch(ctx, core.AckBatchParams{Queue: q, Acks: acks, Pop: pop})
 		ok := versionsOf(res.Items, func(it core.ItemResult) bool { return it.Err == nil })
-		e.check("AckBatch", before, err, ok, 0)
+		e.check("AckBatch", before, err, ok+len(res.Claimed), 0)
+		e.addClaims(res.Claimed)
 	}
 }
 

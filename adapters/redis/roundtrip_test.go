@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -163,6 +164,16 @@ func TestEachOperationIsOneRoundTrip(t *testing.T) {
 			return err
 		}, nil},
 		{"Counts", func() error { _, err := s.Counts(ctx, core.CountsParams{Queue: q}); return err }, nil},
+		{"Enqueue f", enqueue("f", 0), nil},
+		{"Enqueue g", enqueue("g", 0), nil},
+		{"Pop c", pop, nil}, // requeued by the operator above
+		{"AckBatch with a pop", func() error {
+			r, err := s.AckBatch(ctx, core.AckBatchParams{Queue: q, Acks: []core.AckItem{{Claim: claim}}, Pop: core.AckPop{Lease: time.Second, N: 2}})
+			if err == nil && (r.Items[0].Err != nil || len(r.Claimed) != 2 || r.Claimed[0].ID != "f" || r.Claimed[1].ID != "g") {
+				return fmt.Errorf("acked %v, claimed %v", r.Items[0].Err, r.Claimed)
+			}
+			return err
+		}, nil},
 	}
 	for _, st := range steps {
 		log.take()
@@ -246,8 +257,8 @@ func TestWithoutFunctionsTheStoreUsesScripts(t *testing.T) {
 	if err := s.Preload(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := log.take(); len(got) != 19 || got[0] != "script" {
-		t.Errorf("Preload sent %v, want a SCRIPT LOAD for each of the 19 scripts", got)
+	if got := log.take(); len(got) != 20 || got[0] != "script" {
+		t.Errorf("Preload sent %v, want a SCRIPT LOAD for each of the 20 scripts", got)
 	}
 	if _, err := s.Ack(ctx, core.AckParams{Claim: r.Tasks[0].Claim(), Result: []byte("ok")}); err != nil {
 		t.Fatal(err)

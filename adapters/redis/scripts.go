@@ -192,6 +192,7 @@ var (
 	pruneScript          = loadScript("prune.lua", model.OpPrune, memoWrite)
 	enqueueBatchScript   = loadScript("enqueue_batch.lua", model.OpEnqueueBatch, memoWrite)
 	ackBatchScript       = loadScript("ack_batch.lua", model.OpAckBatch, memoWrite)
+	ackPopScript         = loadScript("ack_pop.lua", model.OpAckBatch, memoWrite)
 	getScript            = loadScript("get.lua", model.OpGet, read)
 	listScript           = loadScript("list.lua", model.OpList, read)
 	countsScript         = loadScript("counts.lua", model.OpCounts, read)
@@ -199,7 +200,7 @@ var (
 	allScripts = []*script{enqueueScript, promoteScript, popScript, extendScript,
 		ackScript, failScript, retryScript, claimExpiredScript, requeueScript,
 		finalizeScript, recoverExpiredScript, inspectRequeueScript, removeScript,
-		pruneScript, enqueueBatchScript, ackBatchScript, getScript, listScript, countsScript}
+		pruneScript, enqueueBatchScript, ackBatchScript, ackPopScript, getScript, listScript, countsScript}
 )
 
 // The return codes of the scripts (lua/lib.lua).

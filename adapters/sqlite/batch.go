@@ -53,8 +53,11 @@ func (s *Store) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (co
 // claim token, a state Ack is legal from) and, when it matches no row, the
 // diagnosis of Ack; each is answered on its own. The versions are drawn from
 // the queue's sequence in order, and the sequence advances once for the
-// successful items. An error that is not an item's own (a damaged row, the
-// transport) fails the whole batch, which then changes nothing.
+// successful items. With a pop (p.Pop.N not 0), the same transaction then
+// claims the next Ready tasks with Pop's statements, after the acks: one
+// transaction and one commit for both. An error that is not an item's own
+// (a damaged row, the transport) fails the whole batch, which then changes
+// nothing.
 func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.BatchResult, error) {
 	validate := func() error {
 		if err := model.CheckBatchSize(len(p.Acks)); err != nil {
@@ -65,11 +68,13 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 				return err
 			}
 		}
-		return nil
+		return model.ValidateAckPop(p.Pop.Lease, p.Pop.N)
 	}
 	items := make([]core.ItemResult, len(p.Acks))
+	var claimed []model.Task
 	now, err := s.write(ctx, p.Queue, validate, func(t tx, now time.Time) error {
 		clear(items)
+		claimed = nil
 		base, err := t.seq(p.Queue)
 		if err != nil {
 			return err
@@ -97,12 +102,16 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 			items[i].Task = task
 			acked++
 		}
-		return t.advanceTo(p.Queue, acked, uint64(base)+uint64(acked))
+		if err := t.advanceTo(p.Queue, acked, uint64(base)+uint64(acked)); err != nil || p.Pop.N == 0 {
+			return err
+		}
+		claimed, err = s.pop(t, p.Queue, p.Pop.Lease, p.Pop.N, now)
+		return err
 	})
 	if err != nil {
 		return core.BatchResult{}, err
 	}
-	return core.BatchResult{Now: now, Items: items}, nil
+	return core.BatchResult{Now: now, Items: items, Claimed: claimed}, nil
 }
 
 // isItemError reports whether err is one of the model's refusals, which

@@ -289,24 +289,32 @@ func (s *Store) Pop(ctx context.Context, p core.PopParams) (core.TasksResult, er
 		return model.ValidatePopSize(p.N)
 	}
 	var tasks []model.Task
-	now, err := s.write(ctx, p.Queue, validate, func(t tx, now time.Time) error {
-		deadline := model.Round(now.Add(p.Lease))
-		return t.settingAside(func() (err error) {
-			if s.popMode == PopSelectUpdate {
-				tasks, err = t.popSelectUpdate(p.Queue, p.N, now, deadline)
-			} else {
-				tasks, err = t.popReturning(p.Queue, p.N, now, deadline)
-			}
-			if err != nil {
-				return t.stamped(p.Queue, err)
-			}
-			return t.advanceTo(p.Queue, len(tasks), lastVersion(tasks))
-		})
+	now, err := s.write(ctx, p.Queue, validate, func(t tx, now time.Time) (err error) {
+		tasks, err = s.pop(t, p.Queue, p.Lease, p.N, now)
+		return err
 	})
 	if err != nil {
 		return core.TasksResult{}, err
 	}
 	return core.TasksResult{Now: now, Tasks: tasks}, nil
+}
+
+// pop claims up to n Ready tasks in t, as Pop does (and AckBatch's pop),
+// setting aside the damaged rows it meets.
+func (s *Store) pop(t tx, queue string, lease time.Duration, n int, now time.Time) (tasks []model.Task, err error) {
+	deadline := model.Round(now.Add(lease))
+	err = t.settingAside(func() (err error) {
+		if s.popMode == PopSelectUpdate {
+			tasks, err = t.popSelectUpdate(queue, n, now, deadline)
+		} else {
+			tasks, err = t.popReturning(queue, n, now, deadline)
+		}
+		if err != nil {
+			return t.stamped(queue, err)
+		}
+		return t.advanceTo(queue, len(tasks), lastVersion(tasks))
+	})
+	return tasks, err
 }
 
 // popReturning claims the first n Ready tasks with one UPDATE … RETURNING.

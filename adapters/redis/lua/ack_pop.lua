@@ -1,0 +1,101 @@
+-- ack_pop.lua: AckBatch with a pop. The claims are acknowledged in order,
+-- each by the rules of Ack and answered on its own, exactly as ack_batch.lua
+-- does; then, in the same call and at the same now, up to n Ready tasks are
+-- claimed exactly as pop.lua claims them, from the queue the acks left: an
+-- acknowledged task is Succeeded, so none of them is claimed, and the
+-- claims' tokens are drawn after the acks' versions. The tasks the pop will
+-- claim are read and checked with the items, before the first write (an
+-- acknowledgement moves a task from running to finished and never touches
+-- the ready index, so the acks do not change what the pop finds).
+--
+-- KEYS: KEYS[1..11] as in lib.lua (the tasks' keys are KEYS[11] .. ID);
+-- KEYS[12] the memo key.
+-- ARGV[1] now: µs, or '' for the server's TIME
+-- ARGV[2] lease: µs, > 0
+-- ARGV[3] n: the pop's batch size, >= 1
+-- ARGV[4 + 3i .. 6 + 3i] item i: task ID, claim token (decimal), result
+--
+-- Returns:
+--   {0, now, item, ..., task, ...} per item (as ack_batch.lua) its code, the
+--                                number of strings that follow and the task
+--                                or the refusal's detail; then the claimed
+--                                tasks (each: ID, packed value)
+--   {1, detail}                  INVALID_ARGUMENT: of the batch itself
+--   {8, key, detail}             CORRUPT
+--   {9, seq}                     SEQUENCE_EXHAUSTED
+return run(function()
+  local now = clock(ARGV[1])
+  local deadline = later(now, ARGV[2], 'lease')
+  local k = int(ARGV[3])
+  if not k or k < 1 then refuse(INVALID, 'batch ' .. ARGV[3]) end
+  local n = (#ARGV - 4) / 3
+  if n < 0 or n ~= math.floor(n) then refuse(INVALID, 'batch of ' .. (#ARGV - 4) .. ' arguments') end
+  local seq = load_seq()
+  local m = recall_reply()
+  if m then return m end
+  -- Every check before the first write: each item's task as stored, and
+  -- the first k of the ready index with their tasks.
+  local tasks, ids = load_items(4, 3, n, seq)
+  local found = {}
+  for _, id in ipairs(ids) do
+    if tasks[id] then found[#found + 1] = tasks[id] end
+  end
+  check_all(found)
+  local r = rcall(KEYS[2], 'ZRANGE', KEYS[2], '0', fmt(k - 1), 'WITHSCORES')
+  local first = must_tasks(r, 'ready', seq)
+
+  local items, changed = {}, {}
+  local version = seq
+  for i = 0, n - 1 do
+    local id, token = ARGV[4 + 3 * i], ARGV[5 + 3 * i]
+    local t = tasks[id]
+    if not t then
+      items[i + 1] = {STALE, 'missing'}
+    elseif fmt(t.token) ~= token then
+      items[i + 1] = {STALE, 'token'}
+    elseif t.state ~= 'running' then
+      items[i + 1] = {TRANSITION, t.state}
+    else
+      version = version + 1
+      t.was = t.state
+      t.version = version
+      t.result = ARGV[6 + 3 * i]
+      finish(t, 'succeeded', now)
+      items[i + 1] = t
+      changed[#changed + 1] = t
+    end
+  end
+  reserve(seq, #changed + #first)
+  for _, t in ipairs(first) do
+    version = version + 1
+    t.was = t.state
+    t.version = version
+    t.state = 'running'
+    t.token = version
+    t.attempt = t.attempt + 1
+    t.claimed_at = now
+    t.deadline = deadline
+    changed[#changed + 1] = t
+  end
+
+  store_all(changed)
+  local out = {OK, fmt(now)}
+  for i = 1, n do
+    local it = items[i]
+    if it.id then
+      out[#out + 1] = '0'
+      out[#out + 1] = '2'
+      emit(out, it)
+    else
+      out[#out + 1] = fmt(it[1])
+      out[#out + 1] = '1'
+      out[#out + 1] = it[2]
+    end
+  end
+  for _, t in ipairs(first) do emit(out, t) end
+  if #changed > 0 then
+    redis.call('SET', KEYS[1], fmt(version))
+    remember_reply(out)
+  end
+  return out
+end)
