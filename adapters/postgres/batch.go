@@ -98,11 +98,6 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 		if err != nil || p.Pop.N == 0 {
 			return err
 		}
-		for _, it := range items {
-			if it.Err == nil {
-				o.seq++ // each ack drew a version: the pop's tokens come after them
-			}
-		}
 		claimed, err = o.pop(p.Pop.Lease, p.Pop.N)
 		return err
 	})
