@@ -35,6 +35,20 @@ var damageSuite = []suiteCase{
 			e.t.Errorf("Remove returned %s, want the quarantined record with its reason", formatTask(got.Task))
 		}
 	}},
+	{name: "AckBatchsPopSetsADamagedReadyTaskAsideAndClaimsTheNext", run: func(e *env) {
+		bs := e.batch()
+		_, c := e.running("done")
+		e.enqueue("poison", priority(5))
+		e.enqueue("sound")
+		e.damage("poison")
+		res, err := bs.AckBatch(e.ctx, core.AckBatchParams{Queue: e.q, Acks: []core.AckItem{{Claim: c}}, Pop: core.AckPop{Lease: lease, N: 1}})
+		e.ok("AckBatch", err)
+		e.wantItems("AckBatch", res, nil)
+		e.wantIDs("AckBatch's pop past the damaged record", taskIDs(res.Claimed), "sound")
+		if got := e.get("poison"); got.State != core.Quarantined {
+			e.t.Errorf("poison: %s, want set aside", formatTask(got))
+		}
+	}},
 	{name: "DecisionsOnADamagedRunningTaskAreCorruptUntilTheBrokerSetsItAside", run: func(e *env) {
 		_, c := e.running("poison")
 		_, sound := e.running("sound")

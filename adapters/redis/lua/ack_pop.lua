@@ -1,9 +1,10 @@
 -- ack_pop.lua: AckBatch with a pop. The claims are acknowledged in order,
 -- each by the rules of Ack and answered on its own, exactly as ack_batch.lua
 -- does; then, in the same call and at the same now, up to n Ready tasks are
--- claimed exactly as pop.lua claims them, from the queue the acks left: an
--- acknowledged task is Succeeded, so none of them is claimed, and the
--- claims' tokens are drawn after the acks' versions. The tasks the pop will
+-- claimed exactly as pop.lua claims them (setting aside the damaged records
+-- it meets), from the queue the acks left: an acknowledged task is
+-- Succeeded, so none of them is claimed, and the claims' tokens are drawn
+-- after the acks' versions. The tasks the pop will
 -- claim are read and checked with the items, before the first write (an
 -- acknowledgement moves a task from running to finished and never touches
 -- the ready index, so the acks do not change what the pop finds).
@@ -41,8 +42,9 @@ return run(function()
     if tasks[id] then found[#found + 1] = tasks[id] end
   end
   check_all(found)
-  local r = rcall(KEYS[2], 'ZRANGE', KEYS[2], '0', fmt(k - 1), 'WITHSCORES')
-  local first = must_tasks(r, 'ready', seq)
+  local first, aside = sift('ready', function(offset, count)
+    return rcall(KEYS[2], 'ZRANGE', KEYS[2], fmt(offset), fmt(offset + count - 1), 'WITHSCORES')
+  end, k, seq)
 
   local items, changed = {}, {}
   local version = seq
@@ -66,6 +68,7 @@ return run(function()
     end
   end
   reserve(seq, #changed + #first)
+  set_aside(aside)
   for _, t in ipairs(first) do
     version = version + 1
     t.was = t.state
