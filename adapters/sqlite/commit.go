@@ -15,10 +15,13 @@ import (
 // Group commit. With synchronous=FULL every commit waits for the disk, so
 // the writes of a store are serialized on the writer connection and the
 // operations waiting at one moment run in one transaction and commit
-// together: one sync for the batch instead of one per operation. Each
-// operation runs inside a savepoint of its own; one that fails is rolled
-// back to its savepoint and changes nothing, and the others commit. An
-// operation still returns only after the commit that made it durable.
+// together: one sync for the batch instead of one per operation. An
+// operation that is refused changes nothing (each one checks before it
+// writes, and a guarded statement that refuses matches no row), so it needs
+// no savepoint: the others go on and commit. One that fails after it has
+// written undoes the whole transaction, and the others run again in a new
+// one. An operation still returns only after the commit that made it
+// durable.
 //
 // There is no committer goroutine: the caller of an operation that finds
 // the writer idle becomes the leader and runs the transaction itself, with
@@ -36,16 +39,13 @@ import (
 // maxGroup bounds the operations committed together.
 const maxGroup = 64
 
-// The transaction of a batch and the savepoint of one operation within it,
-// prepared once on the writer connection like every other statement.
-// BEGIN IMMEDIATE takes the write lock before anything is read.
+// The transaction of a batch, prepared once on the writer connection like
+// every other statement. BEGIN IMMEDIATE takes the write lock before
+// anything is read.
 const (
-	sqlBegin      = `BEGIN IMMEDIATE`
-	sqlCommit     = `COMMIT`
-	sqlRollback   = `ROLLBACK`
-	sqlSavepoint  = `SAVEPOINT op`
-	sqlRelease    = `RELEASE op`
-	sqlRollbackTo = `ROLLBACK TO op`
+	sqlBegin    = `BEGIN IMMEDIATE`
+	sqlCommit   = `COMMIT`
+	sqlRollback = `ROLLBACK`
 )
 
 // job is one write operation waiting for the writer connection.
@@ -58,6 +58,7 @@ type job struct {
 
 	now time.Time // the clock reading it ran with
 	err error
+	op  opState
 	// wake receives once: when the job has finished, or, with lead set,
 	// when its goroutine is to lead the next batch.
 	wake chan struct{}
@@ -160,17 +161,23 @@ func (s *Store) direct(j *job) (err error) {
 }
 
 // contained reports whether err leaves the transaction usable: the errors of
-// the model and ErrCorrupt are decided in Go after statements that succeeded,
-// so rolling back to the operation's savepoint undoes exactly its changes.
-// Any other error (from SQLite, or a panic) may have ended the transaction.
+// the model and ErrCorrupt are decided in Go after statements that
+// succeeded, so an operation that has changed no row by then leaves the
+// transaction as it found it. Any other error (from SQLite, or a panic) may
+// have ended the transaction.
 func contained(err error) bool {
 	return model.Kind(err) != nil || errors.Is(err, core.ErrCorrupt)
 }
 
 // commitBatch runs the operations of jobs in one transaction and commits it.
-// It finishes every job it can; when an operation fails in a way that may
-// have ended the transaction, it rolls everything back, fails that
-// operation, and returns the others to be run again in a new transaction.
+// An operation runs without a savepoint of its own: one that is refused
+// before it has changed a row (the guarded statements refuse by matching
+// none) is answered and the others go on. When an operation fails after it
+// has changed a row, or in a way that may have ended the transaction,
+// commitBatch rolls everything back, fails that operation, and returns the
+// others to be run again in a new transaction; when a scan of an operation
+// met a damaged record, it is returned with them, to run again with the
+// record set aside first (tx.settingAside).
 func (s *Store) commitBatch(c *wconn, jobs []*job) (again []*job) {
 	runnable := jobs[:0:0]
 	for _, j := range jobs {
@@ -192,46 +199,37 @@ func (s *Store) commitBatch(c *wconn, jobs []*job) (again []*job) {
 		return nil
 	}
 	rollback := func() { c.exec(sqlRollback) } // if it fails, the transaction is gone already
-	t := tx{s: s, c: c}
-	single := len(runnable) == 1
 	done := make([]*job, 0, len(runnable))
-	abort := func(failed *job, err error, rest []*job) []*job {
-		rollback()
-		failed.finish(err)
-		return append(done, rest...)
-	}
-	for i, j := range runnable {
-		if !single {
-			if _, err := t.exec(sqlSavepoint); err != nil {
-				return abort(j, fmt.Errorf("leasehold/sqlite: savepoint: %w", err), runnable[i+1:])
-			}
-		}
+	for i := 0; i < len(runnable); i++ {
+		j := runnable[i]
+		j.op.wrote = false
+		t := tx{s: s, c: c, op: &j.op}
 		now := model.Round(s.clock.Now())
 		err := run(j, t, now)
+		var redo *redoError
 		switch {
 		case err == nil:
-			if !single {
-				if _, err := t.exec(sqlRelease); err != nil {
-					return abort(j, fmt.Errorf("leasehold/sqlite: release savepoint: %w", err), runnable[i+1:])
-				}
-			}
 			j.now = now
 			done = append(done, j)
-		case !contained(err):
-			return abort(j, err, runnable[i+1:])
-		case single:
+		case errors.As(err, &redo):
+			j.op.aside = append(j.op.aside, redo.d)
+			if !j.op.wrote {
+				i-- // nothing to undo: run it again now
+				continue
+			}
+			rollback()
+			return append(done, runnable[i:]...)
+		case !contained(err) || j.op.wrote:
 			rollback()
 			j.finish(err)
-			return nil
+			return append(done, runnable[i+1:]...)
 		default:
-			if _, rbErr := t.exec(sqlRollbackTo); rbErr != nil {
-				return abort(j, err, runnable[i+1:])
-			}
-			if _, relErr := t.exec(sqlRelease); relErr != nil {
-				return abort(j, err, runnable[i+1:])
-			}
-			j.finish(err)
+			j.finish(err) // refused, and it changed nothing
 		}
+	}
+	if len(done) == 0 {
+		rollback() // nothing to commit
+		return nil
 	}
 	if _, err := c.exec(sqlCommit); err != nil {
 		rollback() // a COMMIT that failed may leave the transaction open
@@ -248,6 +246,14 @@ func (s *Store) commitBatch(c *wconn, jobs []*job) (again []*job) {
 	}
 	return nil
 }
+
+// redoError is what a scan returns when it meets a damaged record: the
+// operation runs again from its start with the record set aside first.
+type redoError struct{ d *damagedError }
+
+func (e *redoError) Error() string { return e.d.Error() }
+
+func (e *redoError) Unwrap() error { return e.d }
 
 // run runs one operation, turning a panic into an error.
 func run(j *job, t tx, now time.Time) (err error) {

@@ -15,10 +15,11 @@ import (
 )
 
 // TestGroupCommitKeepsEachOperationAtomic runs batches on the writer
-// connection by hand: an operation that fails with an error of the model is
-// rolled back to its savepoint while the others of its batch commit; one
-// that fails otherwise aborts the batch, and the others run again in a new
-// one and commit once; an operation whose context has ended never runs.
+// connection by hand: an operation refused before it wrote is answered and
+// the others of its batch go on and commit, each run once; one that fails
+// after it wrote (with an error of the model or any other) aborts the
+// batch, and the others run again in a new one and commit once; an
+// operation whose context has ended never runs.
 func TestGroupCommitKeepsEachOperationAtomic(t *testing.T) {
 	s, err := Open(filepath.Join(t.TempDir(), "group.db"))
 	if err != nil {
@@ -64,14 +65,40 @@ func TestGroupCommitKeepsEachOperationAtomic(t *testing.T) {
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	bg := context.Background()
+	// refuse makes an operation that reads queue's sequence and is refused,
+	// having changed nothing.
+	refuse := func(queue string) *job {
+		j := newJob(bg)
+		j.fn = func(t tx, now time.Time) error {
+			runs[queue]++
+			if _, err := t.seq(queue); err != nil {
+				return err
+			}
+			return core.ErrStaleClaim
+		}
+		return j
+	}
+	f, refused, g := draw(bg, "f", nil), refuse("refused"), draw(bg, "g", nil)
+	commit(f, refused, g)
+	if f.err != nil || g.err != nil || !errors.Is(refused.err, core.ErrStaleClaim) {
+		t.Fatalf("errors f=%v refused=%v g=%v", f.err, refused.err, g.err)
+	}
+	if seq("f") != 1 || seq("g") != 1 || runs["f"] != 1 || runs["g"] != 1 || runs["refused"] != 1 {
+		t.Errorf("after a batch with an operation refused before it wrote: f=%d g=%d, runs f=%d g=%d refused=%d; want 1 1, each run once",
+			seq("f"), seq("g"), runs["f"], runs["g"], runs["refused"])
+	}
+
 	a, stale, b, never := draw(bg, "a", nil), draw(bg, "stale", core.ErrStaleClaim), draw(bg, "b", nil), draw(cancelled, "never", nil)
 	commit(a, stale, never, b)
 	if a.err != nil || b.err != nil || !errors.Is(stale.err, core.ErrStaleClaim) || !errors.Is(never.err, context.Canceled) {
 		t.Fatalf("errors a=%v stale=%v b=%v never=%v", a.err, stale.err, b.err, never.err)
 	}
 	if seq("a") != 1 || seq("b") != 1 || seq("stale") != 0 || runs["never"] != 0 {
-		t.Errorf("after a batch with a refused operation: a=%d b=%d stale=%d, never ran %d times; want 1 1 0 0",
+		t.Errorf("after a batch with an operation refused after it wrote: a=%d b=%d stale=%d, never ran %d times; want 1 1 0 0",
 			seq("a"), seq("b"), seq("stale"), runs["never"])
+	}
+	if runs["a"] != 2 || runs["b"] != 1 {
+		t.Errorf("a ran %d times, b %d; want a again after the abort, b once", runs["a"], runs["b"])
 	}
 	if a.now.IsZero() || b.now.Before(a.now) {
 		t.Errorf("clock readings a=%v b=%v", a.now, b.now)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // wconn is the writer connection: the driver's own connection, outside
@@ -18,7 +19,34 @@ import (
 type wconn struct {
 	conn  driver.Conn
 	dc    driver.ConnPrepareContext
-	stmts map[string]driver.Stmt
+	stmts map[string]wstmt
+}
+
+// wstmt is a statement prepared on the writer connection. write is set for
+// a statement that may change rows (anything but a SELECT or the control of
+// a transaction), whose effect the operation running it records (opState).
+type wstmt struct {
+	st    driver.Stmt
+	write bool
+}
+
+// writes reports whether q may change rows.
+func writes(q string) bool {
+	q = strings.ToUpper(strings.TrimSpace(q))
+	for _, p := range []string{"SELECT", "BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE", "PRAGMA", "VACUUM", "EXPLAIN"} {
+		if strings.HasPrefix(q, p) {
+			return false
+		}
+	}
+	return true
+}
+
+// opState is what the writer connection records of the operation it runs:
+// whether a statement of it has changed a row, so a refusal after that
+// must undo its transaction, and the damaged records its scans met.
+type opState struct {
+	wrote bool
+	aside []*damagedError
 }
 
 func newWconn(dc driver.Conn) (*wconn, error) {
@@ -26,25 +54,26 @@ func newWconn(dc driver.Conn) (*wconn, error) {
 	if !ok {
 		return nil, fmt.Errorf("leasehold/sqlite: driver connection %T cannot prepare with a context", dc)
 	}
-	return &wconn{conn: dc, dc: p, stmts: map[string]driver.Stmt{}}, nil
+	return &wconn{conn: dc, dc: p, stmts: map[string]wstmt{}}, nil
 }
 
-func (c *wconn) stmt(q string) (driver.Stmt, error) {
+func (c *wconn) stmt(q string) (wstmt, error) {
 	if st, ok := c.stmts[q]; ok {
 		return st, nil
 	}
 	st, err := c.dc.PrepareContext(context.Background(), q)
 	if err != nil {
-		return nil, fmt.Errorf("leasehold/sqlite: prepare %q: %w", firstLine(q), err)
+		return wstmt{}, fmt.Errorf("leasehold/sqlite: prepare %q: %w", firstLine(q), err)
 	}
-	c.stmts[q] = st
-	return st, nil
+	ws := wstmt{st: st, write: writes(q)}
+	c.stmts[q] = ws
+	return ws, nil
 }
 
 // close closes every prepared statement, then the connection.
 func (c *wconn) close() error {
 	for q, st := range c.stmts {
-		st.Close()
+		st.st.Close()
 		delete(c.stmts, q)
 	}
 	return c.conn.Close()
@@ -69,7 +98,11 @@ func named(args []any) ([]driver.NamedValue, error) {
 	return nv, nil
 }
 
-func (c *wconn) exec(q string, args ...any) (driver.Result, error) {
+func (c *wconn) exec(q string, args ...any) (driver.Result, error) { return c.execFor(nil, q, args...) }
+
+// execFor runs q for the operation op (nil: none), recording in op whether
+// it changed a row.
+func (c *wconn) execFor(op *opState, q string, args ...any) (driver.Result, error) {
 	st, err := c.stmt(q)
 	if err != nil {
 		return nil, err
@@ -78,10 +111,21 @@ func (c *wconn) exec(q string, args ...any) (driver.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return st.(driver.StmtExecContext).ExecContext(context.Background(), nv)
+	res, err := st.st.(driver.StmtExecContext).ExecContext(context.Background(), nv)
+	if op != nil && st.write {
+		if err != nil {
+			op.wrote = true // it may have changed rows before failing
+		} else if n, rerr := res.RowsAffected(); rerr != nil || n > 0 {
+			op.wrote = true
+		}
+	}
+	return res, err
 }
 
-func (c *wconn) query(q string, args ...any) (*rows, error) {
+// queryFor runs q for the operation op (nil: none). A statement that may
+// change rows and returns them (RETURNING) counts as having changed a row
+// once it has returned one, or when it is closed before its end.
+func (c *wconn) queryFor(op *opState, q string, args ...any) (*rows, error) {
 	st, err := c.stmt(q)
 	if err != nil {
 		return nil, err
@@ -90,11 +134,17 @@ func (c *wconn) query(q string, args ...any) (*rows, error) {
 	if err != nil {
 		return nil, err
 	}
-	dr, err := st.(driver.StmtQueryContext).QueryContext(context.Background(), nv)
+	if !st.write {
+		op = nil
+	}
+	dr, err := st.st.(driver.StmtQueryContext).QueryContext(context.Background(), nv)
 	if err != nil {
+		if op != nil {
+			op.wrote = true
+		}
 		return nil, err
 	}
-	return &rows{dr: dr, vals: make([]driver.Value, len(dr.Columns()))}, nil
+	return &rows{dr: dr, vals: make([]driver.Value, len(dr.Columns())), op: op}, nil
 }
 
 // rows iterates over the rows of a query on the writer connection, like
@@ -104,6 +154,10 @@ type rows struct {
 	vals   []driver.Value
 	err    error
 	closed bool
+	// op, for a statement that changes rows, is told when it has: seen
+	// is set once a row came back, ended when the rows ran out.
+	op          *opState
+	seen, ended bool
 }
 
 // Next advances to the next row; at the end, or on an error (see Err), it
@@ -115,10 +169,13 @@ func (r *rows) Next() bool {
 	if err := r.dr.Next(r.vals); err != nil {
 		if !errors.Is(err, io.EOF) {
 			r.err = err
+		} else {
+			r.ended = true
 		}
 		r.Close()
 		return false
 	}
+	r.seen = true
 	return true
 }
 
@@ -144,6 +201,9 @@ func (r *rows) Close() error {
 		return nil
 	}
 	r.closed = true
+	if r.op != nil && (r.seen || !r.ended) {
+		r.op.wrote = true
+	}
 	return r.dr.Close()
 }
 

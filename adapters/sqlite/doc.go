@@ -30,11 +30,14 @@
 // same moment are committed in one transaction (group commit): the caller
 // of an operation that finds the writer idle runs the transaction on its
 // own goroutine, with every operation queued by then, and hands the next
-// batch to the oldest operation that arrived meanwhile. Each runs in a savepoint of its own, so one that is refused is
-// rolled back alone (a transaction that holds one operation needs none),
-// and with synchronous=FULL (the default, see
-// WithSynchronous) a batch costs one sync of the log instead of one per
-// operation. Every operation still returns only once the commit that holds
+// batch to the oldest operation that arrived meanwhile. An operation needs
+// no savepoint: each checks before it writes, and a guarded statement that
+// refuses matches no row, so one that is refused has changed nothing and
+// the others of its batch go on; one that fails after it has written (a
+// damaged row found late, an error of SQLite) rolls the transaction back,
+// and the others run again in a new one. With synchronous=FULL (the
+// default, see WithSynchronous) a batch costs one sync of the log instead
+// of one per operation. Every operation still returns only once the commit that holds
 // it is durable against a crash of the process or the host. An operation
 // whose context ends while it waits for the writer is not performed; one
 // that has started runs to its end.
@@ -42,7 +45,7 @@
 // EnqueueBatch and AckBatch (core.BatchStore) are one write operation
 // each: their items run in order in its transaction, each with the
 // checks and the guarded statement of Enqueue or Ack, answered one by one. A
-// refused item writes nothing, so it needs no savepoint.
+// refused item writes nothing.
 //
 // The write-ahead log is checkpointed into the database file when it reaches
 // WithCheckpointPages pages (DefaultCheckpointPages).
@@ -81,8 +84,8 @@
 //
 // # Guarded updates
 //
-// Each operation is atomic (a transaction of its own, or a savepoint of the
-// batch of the writer), and the statement that changes a task
+// Each operation is atomic (it commits with its batch or changes nothing),
+// and the statement that changes a task
 // carries the operation's guard in its WHERE clause: a worker's decision
 // (Extend, Ack, Fail, Retry) names the task ID, the claim token and the
 // Running state; a broker's decision (Requeue, Finalize) names the version of
@@ -92,10 +95,11 @@
 // nothing, and the transaction then reads the task to say why, in the model's
 // order: ErrStaleClaim (the task is gone, or holds another token or version),
 // ErrNotFound or ErrConflict for the inspector, or a *model.TransitionError
-// naming the op and the state. An operation on one task draws its new
-// Version from the queue's sequence first and binds it into the statement;
-// when the operation is refused it rolls back, and the draw with it. A
-// statement that stamps several tasks numbers them from the sequence's value
+// naming the op and the state. An operation on one task stamps it with the
+// queue's next sequence value, which its statement reads without advancing
+// the sequence; only when the statement has matched does the operation
+// draw that value, and check that it is the one stamped. A refused
+// operation thus writes nothing. A statement that stamps several tasks numbers them from the sequence's value
 // by rank, and the sequence then advances past the values used.
 //
 // Pop has two implementations (WithPopMode): PopReturning claims the first
@@ -112,7 +116,8 @@
 // core.ErrCorrupt, and roll back. ClaimExpired and RecoverExpired first look
 // for a Running task whose deadline is not a time, which a comparison with
 // the clock would skip forever, and fail the same way. The queue's sequence
-// is checked each time it is drawn from: a value that is not an integer, or a
+// is checked each time it is drawn from, and when an operation that would
+// draw from it is refused: a value that is not an integer, or a
 // missing row while the queue has tasks, is ErrCorrupt, never a restart of
 // the versions that could hand out a token a live claim holds. A row
 // is checked as the operation leaves it, so an operation that overwrites

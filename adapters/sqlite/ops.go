@@ -65,6 +65,42 @@ func (t tx) draw(queue string, n int) (int64, error) {
 	return last, nil
 }
 
+// drawn advances the queue's sequence by one past the value a statement has
+// just stamped a task with (newVersion, which read the sequence without
+// advancing it), and returns that value: the sequence must be an integer
+// (and then the stamp is the value returned). When the sequence row is
+// created only now, the queue must have no task but the one with ID added
+// (the task an Enqueue has just inserted; "" for a statement that changed a
+// task that was there already), else its row was lost.
+func (t tx) drawn(queue string, added string) (uint64, error) {
+	var last int64
+	switch err := t.queryRow(sqlDraw, queue, 1).Scan(&last); {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, corrupt("queue %q: the sequence is not an integer", queue)
+	case err != nil:
+		return 0, err
+	case last == 1:
+		var one int
+		switch err := t.queryRow(sqlOtherTask, queue, added).Scan(&one); {
+		case err == nil:
+			return 0, corrupt("queue %q has tasks but its sequence was missing or reset", queue)
+		case !errors.Is(err, sql.ErrNoRows):
+			return 0, err
+		}
+	}
+	return uint64(last), nil
+}
+
+// stampedWith is drawn for a statement that returned the task it stamped
+// with version.
+func (t tx) stampedWith(queue string, version uint64) error {
+	last, err := t.drawn(queue, "")
+	if err == nil && last != version {
+		err = corrupt("queue %q: the sequence is at %d after stamping version %d", queue, last, version)
+	}
+	return err
+}
+
 // seq reads the queue's sequence without changing it: 0 for a queue that
 // has no row yet (and then no task).
 func (t tx) seq(queue string) (int64, error) {
@@ -110,6 +146,20 @@ func (t tx) advanceTo(queue string, n int, last uint64) error {
 	return nil
 }
 
+// refused returns err, the refusal of an operation that would have drawn a
+// version of queue had it not been refused, unless the queue's sequence is
+// damaged: that is ErrCorrupt first, as it is for the operations that go
+// through.
+func (t tx) refused(queue string, err error) error {
+	if model.Kind(err) == nil {
+		return err
+	}
+	if _, serr := t.seq(queue); serr != nil {
+		return serr
+	}
+	return err
+}
+
 // stamped explains an error of a statement that stamps tasks with seqBase +
 // rank: a queue row that is missing or not an integer is ErrCorrupt.
 func (t tx) stamped(queue string, err error) error {
@@ -132,8 +182,8 @@ func lastVersion(ts []model.Task) uint64 {
 }
 
 // withVersion returns args padded to eight parameters, then v as ?9
-// (newVersion).
-func withVersion(args []any, v int64) []any {
+// (newVersion): an int64, or nil for the queue's next sequence value.
+func withVersion(args []any, v any) []any {
 	for len(args) < 8 {
 		args = append(args, nil)
 	}
@@ -191,14 +241,15 @@ var validEnqueue = model.ValidateEnqueue
 func (s *Store) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskResult, error) {
 	var task model.Task
 	now, err := s.write(ctx, p.Queue, func() error { return validEnqueue(p.EnqueueArgs) }, func(t tx, now time.Time) error {
-		// The value is drawn first; if the task is refused, the operation
-		// rolls back and the draw with it.
-		v, err := t.draw(p.Queue, 1)
-		if err != nil {
-			return err
-		}
+		// The task is stamped with the sequence's next value, which is
+		// drawn once it is added: a refused task writes nothing.
 		pending := -1
-		task, err = t.enqueue(p.Queue, p.EnqueueArgs, now, v, &pending)
+		var err error
+		task, err = t.enqueue(p.Queue, p.EnqueueArgs, now, 0, &pending)
+		if err != nil {
+			return t.refused(p.Queue, err)
+		}
+		task.Version, err = t.drawn(p.Queue, task.ID)
 		return err
 	})
 	if err != nil {
@@ -207,8 +258,9 @@ func (s *Store) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskRes
 	return core.TaskResult{Now: now, Task: task}, nil
 }
 
-// enqueue adds one task whose arguments are valid, with version v, and the
-// model's checks in its order: the ID is free, then the queue has room.
+// enqueue adds one task whose arguments are valid, with version v (0: the
+// sequence's next value, which the caller then draws), and the model's
+// checks in its order: the ID is free, then the queue has room.
 // *pending is the queue's number of pending tasks, -1 when not counted yet;
 // enqueue counts them when it needs to and keeps the count up to date. A
 // refused task writes nothing.
@@ -236,7 +288,11 @@ func (t tx) enqueue(queue string, a model.EnqueueArgs, now time.Time, v int64, p
 	}
 	task.RunAfter = model.Round(a.RunAfter)
 	task.State = queuedState(now, task.RunAfter)
-	res, err := t.exec(sqlInsertNew, taskArgs(task)...)
+	args := taskArgs(task)
+	if v == 0 {
+		args[7] = nil // newVersion: the caller draws it next
+	}
+	res, err := t.exec(sqlInsertNew, args...)
 	if err != nil {
 		return model.Task{}, err
 	}
@@ -379,20 +435,16 @@ func (s *Store) workerOp(ctx context.Context, op model.Op, c model.Claim, valida
 		}
 		return validClaim(c)
 	}, func(t tx, now time.Time) error {
-		v, err := t.draw(c.Queue, 1) // rolled back with the operation if it is refused
-		if err != nil {
-			return err
-		}
-		all := withVersion(append([]any{c.Queue, c.TaskID, int64(c.Token)}, args(now)...), v)
+		all := withVersion(append([]any{c.Queue, c.TaskID, int64(c.Token)}, args(now)...), nil)
 		got, found, err := t.oneTask(q, all...)
 		if err != nil {
-			return err
+			return t.stamped(c.Queue, err)
 		}
 		if !found {
-			return t.diagnoseClaim(op, c)
+			return t.refused(c.Queue, t.diagnoseClaim(op, c)) // the statement changed nothing
 		}
 		task = got
-		return nil
+		return t.stampedWith(c.Queue, got.Version)
 	})
 	if err != nil {
 		return core.TaskResult{}, err
@@ -538,35 +590,28 @@ func (t tx) setAside(d *damagedError) error {
 	return nil
 }
 
-// settingAside runs a scan's step in a savepoint of its own. When the step
-// meets a damaged record, everything the step did is rolled back, the
-// record is set aside, and the step runs again: the operation takes effect
+// settingAside runs a scan's step. When the step meets a damaged record,
+// the operation runs again from its start (see commitBatch), and this time
+// the records met so far are set aside first: the operation takes effect
 // once, without the damaged records its scan reached, as the model's scans
-// do.
+// do. A record gone by then (removed by an operation that ran in between)
+// is passed over.
 func (t tx) settingAside(step func() error) error {
-	for {
-		if _, err := t.exec(`SAVEPOINT scan`); err != nil {
+	for _, d := range t.op.aside {
+		res, err := t.exec(sqlSetAside, d.queue, d.id, d.reason)
+		if err != nil {
 			return err
 		}
-		err := step()
-		var d *damagedError
-		if !errors.As(err, &d) {
-			if err != nil {
-				return err // the operation's savepoint rolls back the rest
-			}
-			_, err = t.exec(`RELEASE scan`)
-			return err
-		}
-		if _, err := t.exec(`ROLLBACK TO scan`); err != nil {
-			return err
-		}
-		if _, err := t.exec(`RELEASE scan`); err != nil {
-			return err
-		}
-		if err := t.setAside(d); err != nil {
-			return err
+		if n, err := res.RowsAffected(); err != nil || n > 1 {
+			return fmt.Errorf("leasehold/sqlite: setting aside task %q: %d rows, %v", d.id, n, err)
 		}
 	}
+	err := step()
+	var d *damagedError
+	if errors.As(err, &d) {
+		return &redoError{d: d}
+	}
+	return err
 }
 
 // brokerOp runs a broker's decision: q is an UPDATE guarded by task ID,
@@ -583,14 +628,10 @@ func (s *Store) brokerOp(ctx context.Context, op model.Op, rc model.ReapClaim, c
 		return model.ValidateReapClaim(rc)
 	}
 	now, err := s.write(ctx, rc.Queue, validate, func(t tx, now time.Time) error {
-		v, err := t.draw(rc.Queue, 1) // rolled back with the operation if it is refused
-		if err != nil {
-			return err
-		}
-		all := withVersion(append([]any{rc.Queue, rc.TaskID, int64(rc.Version)}, args(now)...), v)
+		all := withVersion(append([]any{rc.Queue, rc.TaskID, int64(rc.Version)}, args(now)...), nil)
 		got, found, err := t.oneTask(q, all...)
 		if err != nil {
-			return err
+			return t.stamped(rc.Queue, err)
 		}
 		if !found {
 			state, _, version, found, err := t.probe(rc.Queue, rc.TaskID)
@@ -598,14 +639,16 @@ func (s *Store) brokerOp(ctx context.Context, op model.Op, rc model.ReapClaim, c
 			case err != nil:
 				return err
 			case !found:
-				return fmt.Errorf("%w: task %q no longer exists", core.ErrStaleClaim, rc.TaskID)
+				err = fmt.Errorf("%w: task %q no longer exists", core.ErrStaleClaim, rc.TaskID)
 			case version != rc.Version:
-				return fmt.Errorf("%w: task %q changed since version %d", core.ErrStaleClaim, rc.TaskID, rc.Version)
+				err = fmt.Errorf("%w: task %q changed since version %d", core.ErrStaleClaim, rc.TaskID, rc.Version)
+			default:
+				err = transition(op, state, rc.TaskID)
 			}
-			return transition(op, state, rc.TaskID)
+			return t.refused(rc.Queue, err)
 		}
 		task = got
-		return nil
+		return t.stampedWith(rc.Queue, got.Version)
 	})
 	if err != nil {
 		return core.TaskResult{}, err
@@ -681,13 +724,12 @@ func (s *Store) inspectorOp(ctx context.Context, op model.Op, p core.InspectPara
 	now, err := s.write(ctx, p.Queue, func() error { return model.ValidateID(p.ID) }, func(t tx, now time.Time) error {
 		args := []any{p.Queue, p.ID, int64(p.Expect)}
 		if advance {
-			v, err := t.draw(p.Queue, 1) // rolled back with the operation if it is refused
-			if err != nil {
-				return err
-			}
-			args = withVersion(args, v)
+			args = withVersion(args, nil)
 		}
 		got, found, err := t.oneTask(q, args...)
+		if advance && err != nil {
+			err = t.stamped(p.Queue, err)
+		}
 		var d *damagedError
 		if op == model.OpRemove && errors.As(err, &d) {
 			// A damaged record is deleted and reported as set aside.
@@ -705,13 +747,21 @@ func (s *Store) inspectorOp(ctx context.Context, op model.Op, p core.InspectPara
 			case err != nil:
 				return err
 			case !found:
-				return fmt.Errorf("%w: %q", core.ErrNotFound, p.ID)
+				err = fmt.Errorf("%w: %q", core.ErrNotFound, p.ID)
 			case p.Expect != 0 && version != p.Expect:
-				return fmt.Errorf("%w: task %q is at version %d, not %d", core.ErrConflict, p.ID, version, p.Expect)
+				err = fmt.Errorf("%w: task %q is at version %d, not %d", core.ErrConflict, p.ID, version, p.Expect)
+			default:
+				err = transition(op, state, p.ID)
 			}
-			return transition(op, state, p.ID)
+			if advance {
+				return t.refused(p.Queue, err)
+			}
+			return err
 		}
 		task = got
+		if advance {
+			return t.stampedWith(p.Queue, got.Version)
+		}
 		return nil
 	})
 	if err != nil {

@@ -53,10 +53,13 @@ func appendError(at, message, raw, leaseExpired string) string {
     ELSE ` + entry(`, 'message_bytes', `+raw) + ` END) END`
 }
 
-// newVersion names the parameter (?9) that carries the version a statement
-// changing one task stamps it with: drawn from the queue's sequence just
-// before (see tx.draw), or computed by a batch from the value it read.
-const newVersion = `?9`
+// newVersion is the version a statement changing one task stamps it with:
+// the parameter ?9 when a batch binds the value it computed from the
+// sequence it read, else the queue's next sequence value (1 for a queue with
+// no sequence row yet). The statement reads the sequence without advancing
+// it, so an operation that is refused writes nothing; the caller then
+// advances the sequence past the value used (tx.drawn), which checks it.
+const newVersion = `COALESCE(?9, COALESCE((SELECT seq FROM queues WHERE name = ?1), 0) + 1)`
 
 // seqBase is the queue's last sequence value, for statements that stamp
 // several tasks with seqBase + their rank; the caller then advances the
@@ -73,9 +76,14 @@ var (
 ON CONFLICT (name) DO UPDATE SET seq = seq + ?2 WHERE typeof(seq) = 'integer' RETURNING seq`
 	sqlSeq     = `SELECT seq, typeof(seq) = 'integer' FROM queues WHERE name = ?1`
 	sqlAnyTask = `SELECT 1 FROM tasks WHERE queue = ?1 LIMIT 1`
-	// Enqueue: insertTaskSQL, refusing an ID already taken.
-	sqlInsertNew = insertTaskSQL + ` ON CONFLICT (queue, id) DO NOTHING`
-	sqlProbe     = `SELECT state, claim_token, version FROM tasks WHERE queue = ?1 AND id = ?2`
+	// ?1 queue, ?2 an ID to leave out ('' for none)
+	sqlOtherTask = `SELECT 1 FROM tasks WHERE queue = ?1 AND id <> ?2 LIMIT 1`
+	// Enqueue: insertTaskSQL with the version ?8, or the queue's next
+	// sequence value when ?8 is NULL (as newVersion), refusing an ID
+	// already taken.
+	sqlInsertNew = strings.Replace(insertTaskSQL, `?8,`, `COALESCE(?8, COALESCE((SELECT seq FROM queues WHERE name = ?1), 0) + 1),`, 1) +
+		` ON CONFLICT (queue, id) DO NOTHING`
+	sqlProbe = `SELECT state, claim_token, version FROM tasks WHERE queue = ?1 AND id = ?2`
 
 	// ?1 queue, ?2 now, ?3 limit (-1: none)
 	sqlPromote = fmt.Sprintf(`WITH due AS (

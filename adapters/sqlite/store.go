@@ -340,16 +340,17 @@ func (s *Store) String() string { return fmt.Sprintf("sqlite store %s (pop %v)",
 
 // tx is one write transaction on the writer connection.
 type tx struct {
-	s *Store
-	c *wconn
+	s  *Store
+	c  *wconn
+	op *opState // of the operation running
 }
 
-func (t tx) query(q string, args ...any) (*rows, error) { return t.c.query(q, args...) }
+func (t tx) query(q string, args ...any) (*rows, error) { return t.c.queryFor(t.op, q, args...) }
 
-func (t tx) exec(q string, args ...any) (driver.Result, error) { return t.c.exec(q, args...) }
+func (t tx) exec(q string, args ...any) (driver.Result, error) { return t.c.execFor(t.op, q, args...) }
 
 func (t tx) queryRow(q string, args ...any) row {
-	r, err := t.c.query(q, args...)
+	r, err := t.c.queryFor(t.op, q, args...)
 	return row{rows: r, err: err}
 }
 
