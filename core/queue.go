@@ -19,6 +19,8 @@ const (
 	MaxPriority = model.MaxPriority
 	// MaxIDLength is the longest task ID, in bytes.
 	MaxIDLength = model.MaxIDLength
+	// MaxDuration bounds a retry delay and an attempt timeout (100 years).
+	MaxDuration = model.MaxDuration
 	// DefaultMaxAttempts is the number of attempts a task gets when Enqueue
 	// is not given WithMaxAttempts.
 	DefaultMaxAttempts = 25
@@ -116,6 +118,17 @@ func WithDelay(d time.Duration) EnqueueOption {
 // once Attempt reaches this number.
 func WithMaxAttempts(n int) EnqueueOption {
 	return func(a *enqueueArgs) { a.MaxAttempts = n }
+}
+
+// WithAttemptTimeout stores an attempt timeout with the task, 0..MaxDuration
+// (default 0: none; a value out of range makes Enqueue return
+// ErrInvalidArgument). A Worker cancels each attempt of the task d
+// after it starts, as WithTimeout does for a whole queue, and the task's own
+// timeout wins over the Worker's. The timeout is part of the task: Get, List
+// and the inspector show it, and it stays the same through retries and
+// requeues.
+func WithAttemptTimeout(d time.Duration) EnqueueOption {
+	return func(a *enqueueArgs) { a.Timeout = d }
 }
 
 // Enqueue adds a task with the payload to the queue and returns it as

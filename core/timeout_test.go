@@ -93,6 +93,87 @@ func TestAttemptTimeoutLongerThanTheLeaseKeepsHeartbeating(t *testing.T) {
 	}
 }
 
+// A timeout stored with the task wins over the Worker's, shorter or longer:
+// the handler's context has the task's deadline and its cause names the
+// task's timeout, and the attempt fails by it for the retry policy.
+func TestATasksOwnTimeoutWinsOverTheWorkers(t *testing.T) {
+	const workerTimeout = 10 * time.Second
+	for _, own := range []time.Duration{4 * time.Second, 3 * lease} {
+		t.Run(own.String(), func(t *testing.T) {
+			clk := core.NewFakeClock(t0)
+			s := newRecStore(t, clk)
+			task := enqueue(t, s, clk, "own", core.WithMaxAttempts(1), core.WithAttemptTimeout(own))
+			if task.Timeout != own || mustGet(t, s, "own").Timeout != own {
+				t.Fatalf("enqueued with timeout %v, stored %v", own, task.Timeout)
+			}
+			type seen struct {
+				deadline time.Time
+				timeout  time.Duration
+				cause    error
+			}
+			got := make(chan seen, 1)
+			w := newWorker(t, s, clk, func(ctx context.Context, _ core.Claim, task core.Task) ([]byte, error) {
+				dl, _ := ctx.Deadline()
+				<-ctx.Done()
+				got <- seen{dl, task.Timeout, context.Cause(ctx)}
+				return []byte("late"), nil
+			}, core.WithTimeout(workerTimeout))
+			started(t, w)
+			blockUntil(t, clk, 2)
+			start := clk.Now()
+			// Past the worker's timeout (when it is the shorter) the handler
+			// still runs; heartbeats keep the lease until the task's own.
+			for clk.Now().Add(heartbeat).Before(start.Add(own)) {
+				n := s.count("Extend")
+				clk.Advance(heartbeat)
+				waitFor(t, "a heartbeat", func() bool { return s.count("Extend") > n })
+				blockUntil(t, clk, 2)
+			}
+			select {
+			case sn := <-got:
+				t.Fatalf("the handler's context ended at %v after the start, before the task's timeout %v: %v", clk.Now().Sub(start), own, sn.cause)
+			default:
+			}
+			clk.Advance(start.Add(own).Sub(clk.Now()))
+			sn := receive(t, got)
+			if !errors.Is(sn.cause, core.ErrAttemptTimeout) || !strings.Contains(sn.cause.Error(), own.String()) {
+				t.Fatalf("cause = %v, want ErrAttemptTimeout after %v", sn.cause, own)
+			}
+			if !sn.deadline.Equal(start.Add(own)) || sn.timeout != own {
+				t.Fatalf("ctx.Deadline() = %v, task timeout %v; want %v, %v", sn.deadline, sn.timeout, start.Add(own), own)
+			}
+			waitFor(t, "the task fails", func() bool { return mustGet(t, s, "own").State == core.Failed })
+			if st := w.Stats(); st.TimedOut != 1 || st.Failed != 1 || st.Acked != 0 {
+				t.Fatalf("stats = %+v", st)
+			}
+		})
+	}
+}
+
+// An attempt timeout out of 0..MaxDuration is refused and enqueues nothing.
+func TestEnqueueRefusesAnAttemptTimeoutOutOfRange(t *testing.T) {
+	clk := core.NewFakeClock(t0)
+	s := newStore(t, clk)
+	q, err := core.NewQueue(s, queue, core.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []time.Duration{-time.Nanosecond, core.MaxDuration + 1} {
+		if _, err := q.Enqueue(context.Background(), nil, core.WithID("x"), core.WithAttemptTimeout(d)); !errors.Is(err, core.ErrInvalidArgument) {
+			t.Errorf("WithAttemptTimeout(%v): %v, want ErrInvalidArgument", d, err)
+		}
+	}
+	if _, err := q.Get(context.Background(), "x"); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("after refused enqueues, Get = %v, want ErrNotFound", err)
+	}
+	for _, d := range []time.Duration{0, core.MaxDuration} {
+		id := "ok-" + d.String()
+		if task, err := q.Enqueue(context.Background(), nil, core.WithID(id), core.WithAttemptTimeout(d)); err != nil || task.Timeout != d {
+			t.Errorf("WithAttemptTimeout(%v) = %v, %v", d, task.Timeout, err)
+		}
+	}
+}
+
 // Run, once its context is done and the shutdown timeout passed, gives back
 // the task of a handler that ignores its context and returns without waiting
 // for it.

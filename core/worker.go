@@ -593,7 +593,7 @@ func (w *Worker) run(base context.Context, j *job) {
 	ctx, cancel := context.WithCancelCause(base)
 	j.cancel = cancel
 	var timeout time.Duration
-	if d := taskTimeout(j.task); d > 0 {
+	if d := j.task.Timeout; d > 0 {
 		timeout = d
 	} else {
 		timeout = w.timeout
@@ -640,9 +640,6 @@ func (w *Worker) run(base context.Context, j *job) {
 	o.result, o.err = w.handler(ctx, j.claim, j.task)
 	returned = true
 }
-
-// taskTimeout is the attempt timeout stored with the task; 0: none.
-func taskTimeout(Task) time.Duration { return 0 }
 
 // attemptDeadline returns a child of ctx that is cancelled d from now on the
 // worker's clock, with a cause wrapping ErrAttemptTimeout, and the function

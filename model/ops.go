@@ -13,6 +13,9 @@ type EnqueueArgs struct {
 	Priority    int       // MinPriority..MaxPriority; higher runs first
 	RunAfter    time.Time // the task is Scheduled until then; zero or past: Ready at once
 	MaxAttempts int       // >= 1
+	// Timeout is the attempt timeout stored with the task, 0..MaxDuration;
+	// 0: none (the worker's own applies).
+	Timeout time.Duration
 }
 
 // Enqueue adds a task. It is Scheduled if RunAfter is after now, else Ready.
@@ -36,6 +39,7 @@ func (q Queue) Enqueue(now time.Time, a EnqueueArgs) (Queue, Task, error) {
 		Payload:     bytes.Clone(a.Payload),
 		Priority:    a.Priority,
 		MaxAttempts: a.MaxAttempts,
+		Timeout:     a.Timeout,
 		Version:     v,
 		EnqueuedAt:  now,
 	}

@@ -55,8 +55,17 @@ func ValidateMaxAttempts(n int) error {
 	return nil
 }
 
+// ValidateTimeout returns ErrInvalidArgument unless the attempt timeout
+// stored with a task is within 0..MaxDuration (0: none).
+func ValidateTimeout(d time.Duration) error {
+	if d < 0 || d > MaxDuration {
+		return invalid("attempt timeout %v outside 0..%v", d, MaxDuration)
+	}
+	return nil
+}
+
 // ValidateEnqueue checks the arguments of one Enqueue (or one item of an
-// EnqueueBatch): its ID, priority and attempts.
+// EnqueueBatch): its ID, priority, attempts and attempt timeout.
 func ValidateEnqueue(a EnqueueArgs) error {
 	if err := ValidateID(a.ID); err != nil {
 		return err
@@ -64,7 +73,10 @@ func ValidateEnqueue(a EnqueueArgs) error {
 	if err := ValidatePriority(a.Priority); err != nil {
 		return err
 	}
-	return ValidateMaxAttempts(a.MaxAttempts)
+	if err := ValidateMaxAttempts(a.MaxAttempts); err != nil {
+		return err
+	}
+	return ValidateTimeout(a.Timeout)
 }
 
 // ValidateLease returns ErrInvalidArgument unless the lease of a Pop or an

@@ -37,17 +37,21 @@ type Task struct {
 	Payload     []byte
 	Priority    int
 	State       State
-	Attempt     int    // number of Pops of this task since it was enqueued or requeued by an operator
-	MaxAttempts int    // attempts allowed before RecoverExpired fails the task
-	Version     uint64 // queue sequence value stamped by the last mutation
-	ClaimToken  uint64 // Version stamped by the Pop that holds (or last held and decided) the task; 0 when none
-	EnqueuedAt  time.Time
-	RunAfter    time.Time // when a Scheduled task becomes due
-	ClaimedAt   time.Time // set by Pop; cleared on return to Ready or Scheduled
-	Deadline    time.Time // lease (or broker claim) deadline of a Running task
-	FinishedAt  time.Time // set on entering Succeeded or Failed
-	Errors      []TaskError
-	Result      []byte // set by Ack
+	Attempt     int // number of Pops of this task since it was enqueued or requeued by an operator
+	MaxAttempts int // attempts allowed before RecoverExpired fails the task
+	// Timeout is the attempt timeout stored with the task (0: none): set
+	// by Enqueue and kept by every transition. A Worker cancels an attempt
+	// that runs longer, in place of its own timeout.
+	Timeout    time.Duration
+	Version    uint64 // queue sequence value stamped by the last mutation
+	ClaimToken uint64 // Version stamped by the Pop that holds (or last held and decided) the task; 0 when none
+	EnqueuedAt time.Time
+	RunAfter   time.Time // when a Scheduled task becomes due
+	ClaimedAt  time.Time // set by Pop; cleared on return to Ready or Scheduled
+	Deadline   time.Time // lease (or broker claim) deadline of a Running task
+	FinishedAt time.Time // set on entering Succeeded or Failed
+	Errors     []TaskError
+	Result     []byte // set by Ack
 	// Quarantine says why the store set the record aside; set only in
 	// state Quarantined, whose records carry nothing else but Queue and ID.
 	Quarantine string
@@ -110,7 +114,7 @@ func (t Task) HandlerFailures() int { return len(t.Errors) - t.LeaseLosses() }
 func (t Task) Equal(u Task) bool {
 	return t.Queue == u.Queue && t.ID == u.ID && bytes.Equal(t.Payload, u.Payload) &&
 		t.Priority == u.Priority && t.State == u.State && t.Attempt == u.Attempt &&
-		t.MaxAttempts == u.MaxAttempts && t.Version == u.Version && t.ClaimToken == u.ClaimToken &&
+		t.MaxAttempts == u.MaxAttempts && t.Timeout == u.Timeout && t.Version == u.Version && t.ClaimToken == u.ClaimToken &&
 		t.EnqueuedAt.Equal(u.EnqueuedAt) && t.RunAfter.Equal(u.RunAfter) &&
 		t.ClaimedAt.Equal(u.ClaimedAt) && t.Deadline.Equal(u.Deadline) &&
 		t.FinishedAt.Equal(u.FinishedAt) && bytes.Equal(t.Result, u.Result) && t.Quarantine == u.Quarantine &&

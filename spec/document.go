@@ -123,7 +123,7 @@ func Document() []byte {
 	// --- guard order ---
 	p("## Guard order\n\n")
 	p("An operation checks, in this order, and stops at the first failure:\n\n")
-	p("1. its arguments: invalid argument (an empty or too long ID, a queue name that is not 1–%d letters, digits or `-_.:`, a lease that is not positive, a zero token or version, a batch or page size outside 1–%d, a priority outside %d…%d, fewer than one attempt, a state that does not exist);\n", core.MaxQueueNameLength, model.MaxBatch, model.MinPriority, model.MaxPriority)
+	p("1. its arguments: invalid argument (an empty or too long ID, a queue name that is not 1–%d letters, digits or `-_.:`, a lease that is not positive, a zero token or version, a batch or page size outside 1–%d, a priority outside %d…%d, fewer than one attempt, an attempt timeout or a retry delay outside 0…%v, a state that does not exist);\n", core.MaxQueueNameLength, model.MaxBatch, model.MinPriority, model.MaxPriority, model.MaxDuration)
 	p("2. that the task exists: for a worker or broker decision a missing task is a **stale claim** (the claim no longer holds anything); for an operator's action it is **not found**;\n")
 	p("3. the identity: the worker's token against the task's claim token, the broker's version against the task's version (**stale claim**), the operator's expected version if one is given (**conflict**);\n")
 	p("4. the source state, against the transition table: **invalid transition**, naming the operation and the state.\n\n")
@@ -219,7 +219,7 @@ var stateMeaning = map[model.State]string{
 }
 
 var opMeaning = map[model.Op]string{
-	model.OpEnqueue:        "Adds a task with an ID, a payload, a priority, an optional RunAfter time and a number of attempts.",
+	model.OpEnqueue:        "Adds a task with an ID, a payload, a priority, an optional RunAfter time, a number of attempts and an optional attempt timeout, which every transition keeps.",
 	model.OpPromote:        "Makes due scheduled tasks ready (up to a limit).",
 	model.OpPop:            "Claims up to N ready tasks for a worker under a lease; hands the worker a claim with a token.",
 	model.OpExtend:         "Renews the lease of the worker's claim.",
