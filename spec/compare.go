@@ -70,8 +70,8 @@ func formatTask(t core.Task) string {
 	for _, e := range t.Errors {
 		errs = append(errs, fmt.Sprintf("{attempt %d at %s %q lease=%v}", e.Attempt, formatTime(e.At), e.Message, e.LeaseExpired))
 	}
-	return fmt.Sprintf("%s/%s %v version=%d token=%d attempt=%d/%d priority=%d payload=%q result=%q enqueued=%s runAfter=%s claimed=%s deadline=%s finished=%s errors=[%s]",
-		t.Queue, t.ID, t.State, t.Version, t.ClaimToken, t.Attempt, t.MaxAttempts, t.Priority, t.Payload, t.Result,
+	return fmt.Sprintf("%s/%s %v version=%d token=%d attempt=%d/%d timeout=%v priority=%d payload=%q result=%q enqueued=%s runAfter=%s claimed=%s deadline=%s finished=%s errors=[%s]",
+		t.Queue, t.ID, t.State, t.Version, t.ClaimToken, t.Attempt, t.MaxAttempts, t.Timeout, t.Priority, t.Payload, t.Result,
 		formatTime(t.EnqueuedAt), formatTime(t.RunAfter), formatTime(t.ClaimedAt), formatTime(t.Deadline), formatTime(t.FinishedAt),
 		strings.Join(errs, " "))
 }

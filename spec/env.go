@@ -62,6 +62,9 @@ func priority(p int) func(*model.EnqueueArgs) { return func(a *model.EnqueueArgs
 func runAfter(t time.Time) func(*model.EnqueueArgs) {
 	return func(a *model.EnqueueArgs) { a.RunAfter = t }
 }
+func timeout(d time.Duration) func(*model.EnqueueArgs) {
+	return func(a *model.EnqueueArgs) { a.Timeout = d }
+}
 func maxAttempts(n int) func(*model.EnqueueArgs) {
 	return func(a *model.EnqueueArgs) { a.MaxAttempts = n }
 }

@@ -140,6 +140,9 @@ var suite = []suiteCase{
 			{Queue: e.q, EnqueueArgs: model.EnqueueArgs{ID: "p", Priority: model.MinPriority - 1, MaxAttempts: 1}},
 			{Queue: e.q, EnqueueArgs: model.EnqueueArgs{ID: "m", MaxAttempts: 0}},
 			{Queue: e.q, EnqueueArgs: model.EnqueueArgs{ID: "m", MaxAttempts: -1}},
+			{Queue: e.q, EnqueueArgs: model.EnqueueArgs{ID: "d", MaxAttempts: 1, Timeout: -time.Nanosecond}},
+			{Queue: e.q, EnqueueArgs: model.EnqueueArgs{ID: "d", MaxAttempts: 1, Timeout: model.MaxDuration + 1}},
+			{Queue: e.q, EnqueueArgs: model.EnqueueArgs{ID: "existing", MaxAttempts: 1, Timeout: -1}},
 			// Validation comes before the ID check.
 			{Queue: e.q, EnqueueArgs: model.EnqueueArgs{ID: "existing", MaxAttempts: 0}},
 		}
@@ -148,6 +151,100 @@ var suite = []suiteCase{
 		}
 		for _, p := range bad {
 			e.rejects(core.ErrInvalidArgument, func() error { _, err := e.s.Enqueue(e.ctx, p); return err })
+		}
+	}},
+	{name: "KeepsTheAttemptTimeoutThroughEveryTransition", run: func(e *env) {
+		// Each timeout is stored exactly, to the nanosecond, up to the limit.
+		timeouts := map[string]time.Duration{"ns": time.Nanosecond, "odd": time.Hour + 7*time.Nanosecond,
+			"max": model.MaxDuration, "none": 0}
+		for _, id := range []string{"max", "none", "ns", "odd"} {
+			t := e.enqueue(id, timeout(timeouts[id]))
+			if t.Timeout != timeouts[id] {
+				e.t.Errorf("Enqueue(%s) Timeout = %v, want %v", id, t.Timeout, timeouts[id])
+			}
+		}
+		batch := []model.EnqueueArgs{{ID: "b1", MaxAttempts: 1, Timeout: 3 * time.Second}, {ID: "b2", MaxAttempts: 1}}
+		if _, ok := e.raw.(core.BatchStore); ok {
+			res, err := e.s.EnqueueBatch(e.ctx, core.EnqueueBatchParams{Queue: e.q, Tasks: batch})
+			e.ok("EnqueueBatch", err)
+			for i, it := range res.Items {
+				if it.Err != nil || it.Task.Timeout != batch[i].Timeout {
+					e.t.Errorf("EnqueueBatch item %d: %s, %v; want Timeout %v", i, formatTask(it.Task), it.Err, batch[i].Timeout)
+				}
+			}
+		} else {
+			for _, a := range batch {
+				_, err := e.s.Enqueue(e.ctx, core.EnqueueParams{Queue: e.q, EnqueueArgs: a})
+				e.ok("Enqueue", err)
+			}
+		}
+		timeouts["b1"], timeouts["b2"] = 3*time.Second, 0
+		check := func(step string, ts ...core.Task) {
+			e.t.Helper()
+			for _, t := range ts {
+				if want := timeouts[t.ID]; t.Timeout != want {
+					e.t.Errorf("%s: %s has Timeout %v, want %v", step, t.ID, t.Timeout, want)
+				}
+				if g := e.get(t.ID); g.Timeout != timeouts[t.ID] {
+					e.t.Errorf("%s: Get(%s) Timeout = %v, want %v", step, t.ID, g.Timeout, timeouts[t.ID])
+				}
+			}
+		}
+		// Worker transitions: Pop, Extend, Retry, Ack, Fail.
+		popped := e.pop(6, lease)
+		check("Pop", popped...)
+		claims := map[string]core.Claim{}
+		for _, t := range popped {
+			claims[t.ID] = t.Claim()
+		}
+		ext, err := e.s.Extend(e.ctx, core.ExtendParams{Claim: claims["odd"], Lease: lease})
+		e.ok("Extend", err)
+		check("Extend", ext.Task)
+		ret, err := e.s.Retry(e.ctx, core.RetryParams{Claim: ext.Task.Claim(), Message: "again"})
+		e.ok("Retry", err)
+		check("Retry", ret.Task)
+		ack, err := e.s.Ack(e.ctx, core.AckParams{Claim: claims["max"], Result: []byte("r")})
+		e.ok("Ack", err)
+		check("Ack", ack.Task)
+		fail, err := e.s.Fail(e.ctx, core.FailParams{Claim: claims["ns"], Message: "no"})
+		e.ok("Fail", err)
+		check("Fail", fail.Task)
+		// Operator transitions: InspectRequeue of a terminal task.
+		req, err := e.s.InspectRequeue(e.ctx, core.InspectParams{Queue: e.q, ID: "ns"})
+		e.ok("InspectRequeue", err)
+		check("InspectRequeue", req.Task)
+		// Broker transitions: ClaimExpired, Requeue, Finalize, RecoverExpired.
+		e.clock.Advance(lease)
+		exp, err := e.s.ClaimExpired(e.ctx, core.ClaimExpiredParams{Queue: e.q, ClaimTTL: 10 * time.Second})
+		e.ok("ClaimExpired", err)
+		for _, rc := range exp.Claims {
+			check("ClaimExpired", rc.Task)
+			if rc.TaskID == "b1" {
+				r, err := e.s.Finalize(e.ctx, core.FinalizeParams{ReapClaim: rc, Message: "gone"})
+				e.ok("Finalize", err)
+				check("Finalize", r.Task)
+			} else {
+				r, err := e.s.Requeue(e.ctx, core.RequeueParams{ReapClaim: rc, Delay: time.Second})
+				e.ok("Requeue", err)
+				check("Requeue", r.Task)
+			}
+		}
+		e.clock.Advance(time.Second)
+		prom, err := e.s.Promote(e.ctx, core.PromoteParams{Queue: e.q})
+		e.ok("Promote", err)
+		for _, id := range prom.IDs {
+			check("Promote", e.get(id))
+		}
+		again := e.pop(6, time.Second)
+		check("Pop", again...)
+		e.clock.Advance(time.Second)
+		_, err = e.s.RecoverExpired(e.ctx, core.RecoverExpiredParams{Queue: e.q})
+		e.ok("RecoverExpired", err)
+		// List shows it in every state.
+		for _, st := range []core.State{core.Scheduled, core.Ready, core.Running, core.Succeeded, core.Failed} {
+			res, err := e.s.List(e.ctx, core.ListParams{Queue: e.q, State: st, Limit: 10})
+			e.ok("List", err)
+			check("List "+st.String(), res.Tasks...)
 		}
 	}},
 	{name: "AcceptsArgumentsAtTheirLimits", run: func(e *env) {

@@ -331,6 +331,9 @@ func describeEnqueue(p core.EnqueueParams) string {
 	if !p.RunAfter.IsZero() {
 		fmt.Fprintf(&b, " runAfter=%s", formatTime(p.RunAfter))
 	}
+	if p.Timeout != 0 {
+		fmt.Fprintf(&b, " timeout=%v", p.Timeout)
+	}
 	fmt.Fprintf(&b, " maxAttempts=%d payload=%q)", p.MaxAttempts, p.Payload)
 	return b.String()
 }

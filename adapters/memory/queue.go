@@ -275,6 +275,7 @@ func (q *queue) enqueue(now time.Time, a model.EnqueueArgs) (model.Task, error) 
 		Payload:     bytes.Clone(a.Payload),
 		Priority:    a.Priority,
 		MaxAttempts: a.MaxAttempts,
+		Timeout:     a.Timeout,
 		Version:     q.stamp(),
 		EnqueuedAt:  now,
 	}}

@@ -98,7 +98,7 @@ func (s *Store) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskRes
 func (o *opTx) newTask(a model.EnqueueArgs) model.Task {
 	task := model.Task{
 		Queue: o.queue, ID: a.ID, Payload: clone(a.Payload), Priority: a.Priority,
-		MaxAttempts: a.MaxAttempts, EnqueuedAt: o.now,
+		MaxAttempts: a.MaxAttempts, Timeout: a.Timeout, EnqueuedAt: o.now,
 	}
 	task.RunAfter = model.Round(a.RunAfter)
 	task.State = queuedState(o.now, task.RunAfter)
@@ -113,7 +113,7 @@ func (o *opTx) enqueueArgs(task model.Task) []any {
 		capacity = &c
 	}
 	return []any{o.queue, []byte(task.ID), task.Payload, int32(task.Priority), int16(task.State),
-		int64(task.MaxAttempts), micros(o.now), micros(task.RunAfter), capacity}
+		int64(task.MaxAttempts), micros(o.now), micros(task.RunAfter), capacity, int64(task.Timeout)}
 }
 
 // enqueueRefusal says why the enqueue statement added nothing, from the

@@ -61,14 +61,14 @@ type rawTask struct {
 	id, payload, result                              []byte
 	priority, attempt                                int32
 	state                                            int16
-	maxAttempts, version, token                      int64
+	maxAttempts, version, token, timeout             int64
 	enqueuedAt, runAfter, claimedAt, deadline, finAt *int64
 	errors                                           string
 }
 
 func (r *rawTask) dest() []any {
 	return []any{&r.queue, &r.id, &r.payload, &r.priority, &r.state, &r.attempt, &r.maxAttempts, &r.version,
-		&r.token, &r.enqueuedAt, &r.runAfter, &r.claimedAt, &r.deadline, &r.finAt, &r.errors, &r.result}
+		&r.token, &r.enqueuedAt, &r.runAfter, &r.claimedAt, &r.deadline, &r.finAt, &r.errors, &r.result, &r.timeout}
 }
 
 // decode turns a row into a Task, or returns an error wrapping
@@ -82,7 +82,7 @@ func (r *rawTask) decode() (model.Task, error) {
 		Version: uint64(r.version), ClaimToken: uint64(r.token),
 		EnqueuedAt: fromNullMicros(r.enqueuedAt), RunAfter: fromNullMicros(r.runAfter),
 		ClaimedAt: fromNullMicros(r.claimedAt), Deadline: fromNullMicros(r.deadline),
-		FinishedAt: fromNullMicros(r.finAt), Result: nilIfEmpty(r.result),
+		FinishedAt: fromNullMicros(r.finAt), Result: nilIfEmpty(r.result), Timeout: time.Duration(r.timeout),
 	}
 	bad := func(format string, args ...any) (model.Task, error) {
 		return model.Task{}, corrupt("task %q in queue %q: "+format, append([]any{t.ID, t.Queue}, args...)...)
@@ -102,6 +102,8 @@ func (r *rawTask) decode() (model.Task, error) {
 		return bad("claim token %d", r.token)
 	case r.enqueuedAt == nil:
 		return bad("no enqueue time")
+	case r.timeout < 0 || r.timeout > int64(model.MaxDuration):
+		return bad("attempt timeout %d ns", r.timeout)
 	}
 	errs, err := decodeErrors(r.errors)
 	if err != nil {

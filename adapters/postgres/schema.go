@@ -14,7 +14,7 @@ import (
 
 // SchemaVersion is the version of the schema this build creates and uses.
 // Open migrates an older schema forward and refuses a newer one.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // migrations[i] brings a schema at version i to version i+1. Each runs in
 // the transaction that records its version in schema_version. "{s}" is the
@@ -52,6 +52,9 @@ CREATE INDEX tasks_running ON {s}.tasks (queue, deadline, id) WHERE state = %[3]
 CREATE INDEX tasks_finished ON {s}.tasks (queue, finished_at, id) WHERE state IN (%[4]d, %[5]d);
 CREATE INDEX tasks_state ON {s}.tasks (queue, state, id);
 `, model.Scheduled, model.Ready, model.Running, model.Succeeded, model.Failed),
+	// 2: the attempt timeout stored with a task, in nanoseconds (0: none);
+	// the tasks of version 1 have none.
+	`ALTER TABLE {s}.tasks ADD COLUMN timeout_ns bigint NOT NULL DEFAULT 0;`,
 }
 
 // migrate creates the schema if needed and applies the migrations it lacks,

@@ -38,7 +38,7 @@ func from(op model.Op) string {
 }
 
 const (
-	taskColumns = `queue, id, payload, priority, state, attempt, max_attempts, version, claim_token, enqueued_at, run_after, claimed_at, deadline, finished_at, errors::text, result`
+	taskColumns = `queue, id, payload, priority, state, attempt, max_attempts, version, claim_token, enqueued_at, run_after, claimed_at, deadline, finished_at, errors::text, result, timeout_ns`
 	// nowMicros is the database's clock in Unix microseconds.
 	nowMicros = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
 	// seqBase is the sequence's value before the statement.
@@ -95,13 +95,14 @@ func buildQueries(schema string) queries {
 		queues: f(`SELECT name FROM {s}.queues WHERE seq > 0 ORDER BY name`),
 
 		// $1 queue, $2 id, $3 payload, $4 priority, $5 state, $6 max
-		// attempts, $7 now, $8 run after, $9 capacity (NULL: none). The
+		// attempts, $7 now, $8 run after, $9 capacity (NULL: none), $10 the
+		// attempt timeout (ns). The
 		// model looks at the ID first: a taken ID is a conflict even when
 		// the queue is full (ON CONFLICT never sees a row the WHERE
 		// filtered out, so the caller probes the ID when nothing came back).
 		enqueue: f(`WITH u AS (
-  INSERT INTO {s}.tasks (queue, id, payload, priority, state, attempt, max_attempts, version, claim_token, enqueued_at, run_after, errors)
-  SELECT $1::text, $2::bytea, $3::bytea, $4::integer, $5::smallint, 0, $6::bigint, %[1]s + 1, 0, $7::bigint, $8::bigint, '[]'
+  INSERT INTO {s}.tasks (queue, id, payload, priority, state, attempt, max_attempts, version, claim_token, enqueued_at, run_after, errors, timeout_ns)
+  SELECT $1::text, $2::bytea, $3::bytea, $4::integer, $5::smallint, 0, $6::bigint, %[1]s + 1, 0, $7::bigint, $8::bigint, '[]', $10::bigint
   WHERE $9::bigint IS NULL OR (SELECT count(*) FROM (SELECT 1 FROM {s}.tasks WHERE queue = $1 AND state IN (%[2]d, %[3]d, %[4]d) LIMIT $9) p) < $9
   ON CONFLICT (queue, id) DO NOTHING RETURNING version)`+bump+` SELECT version FROM u`,
 			seqBase, model.Scheduled, model.Ready, model.Running),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -171,6 +172,7 @@ func TestDamagedRowsAreErrCorrupt(t *testing.T) {
 		"errors not an array":     `UPDATE %s.tasks SET errors = '{"a": 1}'`,
 		"running without a claim": `UPDATE %s.tasks SET claim_token = 0`,
 		"priority out of range":   `UPDATE %s.tasks SET priority = 99999`,
+		"negative timeout":        `UPDATE %s.tasks SET timeout_ns = -1`,
 	}
 	for name, q := range damage {
 		t.Run(name, func(t *testing.T) {
@@ -209,6 +211,54 @@ func TestDamagedRowsAreErrCorrupt(t *testing.T) {
 			t.Errorf("Pop after the sequence was lost: %v, want ErrCorrupt", err)
 		}
 	})
+}
+
+// A schema of version 1, from before the attempt timeout, is migrated by
+// New: its tasks have no timeout and keep every other field, they run as
+// before, and new tasks store theirs.
+func TestNewMigratesAVersion1SchemaToTheAttemptTimeout(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema()
+	defer pgtest.Drop(t, pgtest.URL(t), schema)
+	quoted := pgx.Identifier{schema}.Sanitize()
+	for _, q := range []string{
+		`CREATE SCHEMA ` + quoted,
+		`CREATE TABLE ` + quoted + `.schema_version (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`,
+		strings.ReplaceAll(postgres.Migrations[0], "{s}", quoted),
+		`INSERT INTO ` + quoted + `.schema_version (version) VALUES (1)`,
+		`INSERT INTO ` + quoted + `.queues (name, seq) VALUES ('q', 1)`,
+		`INSERT INTO ` + quoted + `.tasks (queue, id, payload, priority, state, attempt, max_attempts, version, claim_token, enqueued_at)
+		 VALUES ('q', 'old', 'p1', 4, 2, 0, 3, 1, 0, 1000)`,
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	s, err := postgres.New(ctx, pool, postgres.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if v, err := postgres.CurrentSchemaVersion(ctx, pool, schema); err != nil || v != postgres.SchemaVersion {
+		t.Fatalf("schema version %d, %v; want %d", v, err, postgres.SchemaVersion)
+	}
+	want := core.Task{Queue: "q", ID: "old", Payload: []byte("p1"), Priority: 4, State: core.Ready, MaxAttempts: 3,
+		Version: 1, EnqueuedAt: time.UnixMicro(1000).UTC()}
+	if got, err := s.Get(ctx, core.GetParams{Queue: "q", ID: "old"}); err != nil || !got.Equal(want) {
+		t.Fatalf("after migrating, Get = %+v, %v; want %+v", got, err, want)
+	}
+	res, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "q", EnqueueArgs: model.EnqueueArgs{ID: "new", MaxAttempts: 1, Timeout: 90 * time.Second}})
+	if err != nil || res.Task.Version != 2 || res.Task.Timeout != 90*time.Second {
+		t.Fatalf("Enqueue after migrating = %+v, %v", res.Task, err)
+	}
+	popped, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Minute, N: 2})
+	if err != nil || len(popped.Tasks) != 2 || popped.Tasks[0].ID != "old" || popped.Tasks[0].Timeout != 0 || popped.Tasks[1].Timeout != 90*time.Second {
+		t.Fatalf("Pop after migrating = %+v, %v", popped.Tasks, err)
+	}
+	if _, err := s.Ack(ctx, core.AckParams{Claim: popped.Tasks[0].Claim()}); err != nil {
+		t.Fatalf("Ack of the migrated task: %v", err)
+	}
 }
 
 func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }

@@ -302,6 +302,7 @@ func TestGarbageInATaskIsSetAside(t *testing.T) {
 		{"finished_at", "0x10"},
 		{"errors", "garbage"}, {"errors", "1 2 0 99:short"}, {"errors", "1 2 7 1:x"}, {"errors", int64(5)},
 		{"result", false},
+		{"timeout", "0"}, {"timeout", int64(1000)}, {"timeout", "1e9"}, {"timeout", "3153600000000000001"},
 	}
 	states := map[string]string{"sch": "scheduled", "rdy": "ready", "run": "running", "ok": "succeeded", "bad": "failed"}
 	check := func(f *fixture, id string, stateReads bool) {

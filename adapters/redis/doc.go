@@ -30,9 +30,11 @@
 // MessagePack array (as Redis's cmsgpack packs a Lua list) of every field of
 // model.Task in this order: payload, priority, state (its name), attempt,
 // max_attempts, version, token (the ClaimToken), enqueued_at, run_after,
-// claimed_at, deadline, finished_at, errors, result.
+// claimed_at, deadline, finished_at, errors, result, timeout.
 // Numbers and times (µs since the epoch) are MessagePack integers, an unset
 // time is false (so the zero time stays the zero time), the others strings;
+// timeout is the attempt timeout in nanoseconds as a decimal string (empty for
+// none), and a record of the 14 fields before it reads as timeout 0;
 // errors is the history, entries "<attempt> <at> <0|1> <length>:<message>"
 // back to back, 1 marking a lease expiry. A reply carries a task as its ID
 // and this packed value, which the Go side decodes and checks again.

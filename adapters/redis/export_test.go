@@ -10,7 +10,7 @@ import (
 // read or damage stored tasks.
 var StoredFields = []string{"payload", "priority", "state", "attempt", "max_attempts",
 	"version", "token", "enqueued_at", "run_after", "claimed_at", "deadline",
-	"finished_at", "errors", "result"}
+	"finished_at", "errors", "result", "timeout"}
 
 // UnpackValues decodes a packed task (a MessagePack array).
 func UnpackValues(b string) ([]any, bool) { return unpackValues(b) }

@@ -154,7 +154,7 @@ func (s *Store) enqueueAlone(ctx context.Context, p core.EnqueueParams, runAfter
 		return core.TaskResult{}, err
 	}
 	return s.taskOp(ctx, enqueueScript, p.Queue, p.ID,
-		now, p.ID, p.Payload, p.Priority, runAfter, p.MaxAttempts, s.capacity)
+		now, p.ID, p.Payload, p.Priority, runAfter, p.MaxAttempts, s.capacity, timeoutArg(p.Timeout))
 }
 
 // Promote implements core.Store.

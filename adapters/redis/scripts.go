@@ -388,8 +388,13 @@ func codeError(sc *script, code int64, id string, detail []string) error {
 // its packed value.
 const taskFields = 2
 
-// storedFields is the number of values of a packed task (lua/lib.lua).
-const storedFields = 14
+// storedFields is the number of values of a packed task (lua/lib.lua);
+// records written before the attempt timeout have oldStoredFields and read
+// as timeout 0.
+const (
+	storedFields    = 15
+	oldStoredFields = 14
+)
 
 // maxSafe is the largest integer a double holds exactly: stored times (µs)
 // stay within ±maxSafe so that Lua compares and scores them exactly.
@@ -543,7 +548,7 @@ func decodeTask(queue string, r []string) (core.Task, error) {
 		t.State, t.Quarantine = model.Quarantined, reason
 		return t, nil
 	}
-	if !ok || len(f) != storedFields {
+	if !ok || (len(f) != storedFields && len(f) != oldStoredFields) {
 		return core.Task{}, corrupt("task %q: packed value does not parse", t.ID)
 	}
 	var err error
@@ -591,10 +596,41 @@ func decodeTask(queue string, r []string) (core.Task, error) {
 	if res := str(13, "result"); res != "" {
 		t.Result = []byte(res)
 	}
+	if len(f) == storedFields {
+		if d, ok := parseTimeout(str(14, "timeout")); ok {
+			t.Timeout = d
+		} else if err == nil {
+			err = corrupt("task %q: field timeout = %v", t.ID, f[14])
+		}
+	}
 	if err != nil {
 		return core.Task{}, err
 	}
 	return t, nil
+}
+
+// timeoutArg is the attempt timeout as scripts take and store it: ” for
+// none, else decimal nanoseconds.
+func timeoutArg(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return strconv.FormatInt(int64(d), 10)
+}
+
+// parseTimeout reads a stored attempt timeout (timeoutArg's form).
+func parseTimeout(s string) (time.Duration, bool) {
+	if s == "" {
+		return 0, true
+	}
+	if s[0] < '1' || s[0] > '9' {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 1 || n > int64(model.MaxDuration) {
+		return 0, false
+	}
+	return time.Duration(n), true
 }
 
 // decodeErrors parses the error history: entries

@@ -240,3 +240,45 @@ func TestAMigrationThatFailsLeavesTheLiteQueueDatabaseAsItWas(t *testing.T) {
 		}
 	}
 }
+
+// A database of schema version 2, from before the attempt timeout, opens:
+// the migration adds the column, its tasks have no timeout and keep every
+// other field, they run as before, and new tasks store theirs.
+func TestOpenMigratesASchemaVersion2DatabaseToTheAttemptTimeout(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v2.db")
+	db := rawDB(t, path)
+	execSQL(t, db, `PRAGMA journal_mode = WAL`)
+	for _, m := range sqlite.Migrations[:2] {
+		execSQL(t, db, m)
+	}
+	enqueued := spec.Epoch.UnixMicro()
+	execSQL(t, db, `INSERT INTO queues (name, seq) VALUES ('q', 1)`)
+	execSQL(t, db, `INSERT INTO tasks (queue, id, payload, priority, state, attempt, max_attempts, version, claim_token, enqueued_at)
+		VALUES ('q', 'old', X'7031', 4, 2, 0, 3, 1, 0, ?)`, enqueued)
+	execSQL(t, db, fmt.Sprintf(`PRAGMA application_id = %d; PRAGMA user_version = 2`, sqlite.ApplicationID))
+	db.Close()
+
+	clock := core.NewFakeClock(spec.Epoch)
+	s := openStore(t, path, sqlite.WithClock(clock))
+	want := core.Task{Queue: "q", ID: "old", Payload: []byte("p1"), Priority: 4, State: core.Ready, MaxAttempts: 3,
+		Version: 1, EnqueuedAt: time.UnixMicro(enqueued).UTC()}
+	got, err := s.Get(ctx, core.GetParams{Queue: "q", ID: "old"})
+	if err != nil || !got.Equal(want) {
+		t.Fatalf("after migrating, Get = %+v, %v; want %+v", got, err, want)
+	}
+	var version int
+	if err := rawDB(t, path).QueryRow(`PRAGMA user_version`).Scan(&version); err != nil || version != sqlite.SchemaVersion {
+		t.Fatalf("user_version = %d (%v), want %d", version, err, sqlite.SchemaVersion)
+	}
+	res, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "q", EnqueueArgs: model.EnqueueArgs{ID: "new", MaxAttempts: 1, Timeout: 90 * time.Second}})
+	if err != nil || res.Task.Version != 2 || res.Task.Timeout != 90*time.Second {
+		t.Fatalf("Enqueue after migrating = %+v, %v", res.Task, err)
+	}
+	popped, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Minute, N: 2})
+	if err != nil || len(popped.Tasks) != 2 || popped.Tasks[0].ID != "old" || popped.Tasks[0].Timeout != 0 || popped.Tasks[1].Timeout != 90*time.Second {
+		t.Fatalf("Pop after migrating = %+v, %v", popped.Tasks, err)
+	}
+	if _, err := s.Ack(ctx, core.AckParams{Claim: popped.Tasks[0].Claim()}); err != nil {
+		t.Fatalf("Ack of the migrated task: %v", err)
+	}
+}

@@ -284,7 +284,7 @@ func (t tx) enqueue(queue string, a model.EnqueueArgs, now time.Time, v int64, p
 	}
 	task := model.Task{
 		Queue: queue, ID: a.ID, Payload: clone(a.Payload), Priority: a.Priority,
-		MaxAttempts: a.MaxAttempts, Version: uint64(v), EnqueuedAt: now,
+		MaxAttempts: a.MaxAttempts, Timeout: a.Timeout, Version: uint64(v), EnqueuedAt: now,
 	}
 	task.RunAfter = model.Round(a.RunAfter)
 	task.State = queuedState(now, task.RunAfter)

@@ -18,7 +18,7 @@ const applicationID = 0x4C534844
 // SchemaVersion is the schema this package writes, kept in PRAGMA
 // user_version. Open migrates older leasehold databases forward and refuses
 // newer ones.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // migrations[i] brings a database from schema version i to i+1.
 var migrations = []string{
@@ -64,6 +64,9 @@ CREATE INDEX tasks_state     ON tasks (queue, state, id);
 `,
 	// 1 -> 2: the reason a record was set aside (state 6, quarantined).
 	`ALTER TABLE tasks ADD COLUMN quarantine TEXT;`,
+	// 2 -> 3: the attempt timeout stored with a task, in nanoseconds (0:
+	// none); the tasks of older versions have none.
+	`ALTER TABLE tasks ADD COLUMN timeout_ns INTEGER NOT NULL DEFAULT 0;`,
 }
 
 // The LiteQueue table Open recognizes: one table named Queue with these
@@ -382,7 +385,7 @@ func legacyTime(v any) (t time.Time, ok bool, err error) {
 
 // insertTaskSQL writes a whole task; taskArgs gives its arguments.
 const insertTaskSQL = `INSERT INTO tasks (` + storedColumns + `)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)`
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)`
 
 func taskArgs(t model.Task) []any {
 	errs, err := encodeErrors(t.Errors)
@@ -391,7 +394,7 @@ func taskArgs(t model.Task) []any {
 	}
 	return []any{t.Queue, t.ID, blob(t.Payload), t.Priority, int64(t.State), t.Attempt, t.MaxAttempts,
 		int64(t.Version), int64(t.ClaimToken), micros(t.EnqueuedAt), micros(t.RunAfter), micros(t.ClaimedAt),
-		micros(t.Deadline), micros(t.FinishedAt), errs, blob(t.Result)}
+		micros(t.Deadline), micros(t.FinishedAt), errs, blob(t.Result), int64(t.Timeout)}
 }
 
 // blob stores a byte slice as a BLOB, nil as NULL.

@@ -9,6 +9,7 @@
 -- ARGV[5] run_after: µs, or '' for none
 -- ARGV[6] max_attempts
 -- ARGV[7] capacity: max pending tasks, 0 for unlimited
+-- ARGV[8] timeout: the attempt timeout in ns, or '' for none
 --
 -- Returns:
 --   {0, now, task}               the new task (ID, packed value)
@@ -26,6 +27,7 @@ return run(function()
   if not priority or priority < MIN_PRIORITY or priority > MAX_PRIORITY then refuse(INVALID, 'priority ' .. ARGV[4]) end
   if not max_attempts or max_attempts < 1 then refuse(INVALID, 'max_attempts ' .. ARGV[6]) end
   if not capacity or capacity < 0 then refuse(INVALID, 'capacity ' .. ARGV[7]) end
+  if not timeout_ok(ARGV[8]) then refuse(INVALID, 'timeout ' .. tostring(ARGV[8])) end
   local seq = load_seq()
   replay(id)
   -- A key that holds anything, a damaged record included, takes the ID.
@@ -38,7 +40,7 @@ return run(function()
   reserve(seq, 1)
   local t = {key = KEYS[12], id = id, payload = ARGV[3], priority = priority,
     attempt = 0, max_attempts = max_attempts, version = seq + 1,
-    enqueued_at = now, errors = '', result = ''}
+    enqueued_at = now, errors = '', result = '', timeout = ARGV[8]}
   queue_at(t, now, run_after)
 
   move(t)

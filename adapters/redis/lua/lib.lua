@@ -61,7 +61,10 @@ local MAX_PRIORITY, MIN_PRIORITY = 32767, -32768
 -- than enqueued_at false when unset:
 --   payload, priority, state, attempt, max_attempts, version, token,
 --   enqueued_at, run_after, claimed_at, deadline, finished_at, errors,
---   result
+--   result, timeout
+-- timeout is the attempt timeout in nanoseconds as a decimal string ('' for
+-- none; a string, as a double would round it). A record of the 14 fields
+-- before it reads as timeout ''.
 
 -- The order index and the ID index of each state (indexes into KEYS).
 local ORDER = {scheduled = 3, ready = 2, running = 4, succeeded = 5, failed = 5}
@@ -146,6 +149,16 @@ local function later(now, d, what)
 end
 
 -- arg_time parses a time argument: '' (unset) gives false.
+-- MAX_TIMEOUT is model.MaxDuration in nanoseconds, as a decimal string.
+local MAX_TIMEOUT = '3153600000000000000'
+
+-- timeout_ok says whether s is a stored or given attempt timeout: '' (none)
+-- or a decimal number of nanoseconds, 1..MAX_TIMEOUT, without leading zeros.
+local function timeout_ok(s)
+  return s == '' or (type(s) == 'string' and string.find(s, '^[1-9]%d*$') ~= nil and
+    (#s < #MAX_TIMEOUT or (#s == #MAX_TIMEOUT and s <= MAX_TIMEOUT)))
+end
+
 local function arg_time(s, what)
   if s == '' then return false end
   local n = int(s)
@@ -199,11 +212,13 @@ local function parse_task(key, id, v, seq)
   if ok and type(a) == 'table' and #a == 3 and a[1] == 'quarantined' and type(a[2]) == 'string' and extra == nil then
     return {key = key, id = id, packed = v, state = 'quarantined', reason = a[2], version = 0, token = 0}
   end
-  if not ok or type(a) ~= 'table' or extra ~= nil or #a ~= 14 then
+  if not ok or type(a) ~= 'table' or extra ~= nil or (#a ~= 15 and #a ~= 14) then
     refuse(CORRUPT, key, 'not a packed task')
   end
   local payload, priority, state, attempt, max_attempts, version, token, enqueued_at,
-    run_after, claimed_at, deadline, finished_at, errors, result = unpack(a)
+    run_after, claimed_at, deadline, finished_at, errors, result, timeout = unpack(a)
+  if timeout == nil then timeout = '' end
+  if not timeout_ok(timeout) then bad_field(key, 'timeout', timeout) end
   if type(payload) ~= 'string' or type(state) ~= 'string' or type(errors) ~= 'string' or
     type(result) ~= 'string' then
     refuse(CORRUPT, key, 'a field of the task is not a string')
@@ -237,7 +252,8 @@ local function parse_task(key, id, v, seq)
   return {key = key, id = id, packed = v, payload = payload, priority = priority,
     state = state, attempt = attempt, max_attempts = max_attempts, version = version,
     token = token, enqueued_at = enqueued_at, run_after = run_after, claimed_at = claimed_at,
-    deadline = deadline, finished_at = finished_at, errors = errors, result = result}
+    deadline = deadline, finished_at = finished_at, errors = errors, result = result,
+    timeout = timeout}
 end
 
 -- load_task reads the task at key (one GET) and checks it: nil when there
@@ -577,7 +593,7 @@ end
 local function pack(t)
   t.packed = cmsgpack.pack({t.payload, t.priority, t.state, t.attempt,
     t.max_attempts, t.version, t.token, t.enqueued_at, t.run_after,
-    t.claimed_at, t.deadline, t.finished_at, t.errors, t.result})
+    t.claimed_at, t.deadline, t.finished_at, t.errors, t.result, t.timeout})
 end
 
 local function save(t)
