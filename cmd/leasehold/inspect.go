@@ -191,6 +191,7 @@ func printInspection(w io.Writer, out any) {
 		}
 		row("priority", v.Priority)
 		row("attempt", fmt.Sprintf("%d of %d", v.Attempt, v.MaxAttempts))
+		row("timeout", timeoutText(v.Timeout))
 		row("version", v.Version)
 		row("claim token", v.ClaimToken)
 		row("enqueued", stamp(v.EnqueuedAt))
@@ -208,6 +209,15 @@ func printInspection(w io.Writer, out any) {
 			row(fmt.Sprintf("error %d", i+1), fmt.Sprintf("attempt %d at %s (%s): %s", e.Attempt, stamp(e.At), kind, e.Message))
 		}
 	}
+}
+
+// timeoutText shows a task's attempt timeout, "-" when it has none (its
+// worker's applies).
+func timeoutText(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	return d.String()
 }
 
 func stamp(t time.Time) string {

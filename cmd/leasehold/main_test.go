@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -99,13 +100,21 @@ func TestInspectShowsASQLiteQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Enqueue(context.Background(), core.EnqueueParams{Queue: "jobs", EnqueueArgs: model.EnqueueArgs{ID: "a", MaxAttempts: 1}}); err != nil {
+	if _, err := s.Enqueue(context.Background(), core.EnqueueParams{Queue: "jobs", EnqueueArgs: model.EnqueueArgs{ID: "a", MaxAttempts: 1, Timeout: 90 * time.Second}}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
 	status, stdout, stderr := runCmd(t, "inspect", "--sqlite", path, "--queue", "jobs", "list", "ready")
 	if status != 0 || !strings.Contains(stdout, "a   ready") {
 		t.Errorf("list ready: status %d\n%s\n%s", status, stdout, stderr)
+	}
+	status, stdout, stderr = runCmd(t, "inspect", "--sqlite", path, "--queue", "jobs", "get", "a")
+	if status != 0 || !regexp.MustCompile(`(?m)^timeout +1m30s$`).MatchString(stdout) {
+		t.Errorf("get: status %d, want the timeout 1m30s\n%s\n%s", status, stdout, stderr)
+	}
+	status, stdout, stderr = runCmd(t, "inspect", "--sqlite", path, "--queue", "jobs", "--json", "get", "a")
+	if status != 0 || !strings.Contains(stdout, `"Timeout": 90000000000,`) {
+		t.Errorf("get --json: status %d, want the timeout in ns\n%s\n%s", status, stdout, stderr)
 	}
 	status, stdout, stderr = runCmd(t, "inspect", "--sqlite", path, "queues")
 	if status != 0 || stdout != "jobs\n" {

@@ -277,3 +277,22 @@ func TestATaskPageShowsTheClaimAndTheErrors(t *testing.T) {
 		t.Errorf("a missing task: status %d", status)
 	}
 }
+
+// The task page shows the attempt timeout stored with the task, and says
+// when there is none.
+func TestTheTaskPageShowsTheAttemptTimeout(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	defer store.Close()
+	if _, err := store.Enqueue(ctx, core.EnqueueParams{Queue: "q", EnqueueArgs: model.EnqueueArgs{ID: "slow", MaxAttempts: 1, Timeout: 90 * time.Second}}); err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, store, "q", "plain")
+	c := newClient(t, store)
+	if status, page := c.get("/queues/q/tasks/slow"); status != 200 || !strings.Contains(page, `<dd id="timeout">1m30s</dd>`) {
+		t.Errorf("task page of slow: status %d, want its timeout 1m30s\n%s", status, page)
+	}
+	if status, page := c.get("/queues/q/tasks/plain"); status != 200 || !strings.Contains(page, `<dd id="timeout"><span class="muted">none`) {
+		t.Errorf("task page of plain: status %d, want no timeout\n%s", status, page)
+	}
+}
