@@ -28,6 +28,14 @@ type Invocation struct {
 	Permanent bool `json:"permanent,omitempty"`
 	// Cancelled: the handler's context was done when it returned.
 	Cancelled bool `json:"cancelled,omitempty"`
+	// StartedAt is the harness clock's reading when the handler started;
+	// Deadline is its context's deadline then, zero for none.
+	StartedAt time.Time `json:"startedAt"`
+	Deadline  time.Time `json:"deadline,omitzero"`
+	// TimedOut: the handler's context was done by the attempt timeout when
+	// it returned (or panicked); Cause is then the context's cause.
+	TimedOut bool   `json:"timedOut,omitempty"`
+	Cause    string `json:"cause,omitempty"`
 	// Start and End are on the recorder's timeline.
 	Start int64 `json:"start"`
 	End   int64 `json:"end,omitempty"`
@@ -78,7 +86,9 @@ func (h *handlers) invocations() []Invocation {
 func (h *handlers) handler(worker string) core.Handler {
 	return func(ctx context.Context, c core.Claim, t core.Task) (result []byte, err error) {
 		b := h.tasks[t.ID].Behaviour(c.Attempt)
-		inv := &Invocation{Worker: worker, TaskID: c.TaskID, Token: c.Token, Attempt: c.Attempt, Behaviour: b, Start: h.rec.tick()}
+		inv := &Invocation{Worker: worker, TaskID: c.TaskID, Token: c.Token, Attempt: c.Attempt, Behaviour: b, Start: h.rec.tick(),
+			StartedAt: h.clock.Now()}
+		inv.Deadline, _ = ctx.Deadline()
 		h.mu.Lock()
 		h.log = append(h.log, inv)
 		h.live++
@@ -90,6 +100,9 @@ func (h *handlers) handler(worker string) core.Handler {
 			h.live--
 			inv.End = h.rec.tick()
 			inv.Cancelled = ctx.Err() != nil
+			if cause := context.Cause(ctx); errors.Is(cause, core.ErrAttemptTimeout) {
+				inv.TimedOut, inv.Cause = true, cause.Error()
+			}
 			if !returned {
 				inv.Panicked = true
 				return

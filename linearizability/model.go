@@ -341,6 +341,9 @@ func describeCall(in *Input, epoch time.Time) string {
 			add("runAfter=%s", at(e.RunAfter, epoch))
 		}
 		add("maxAttempts=%d", e.MaxAttempts)
+		if e.Timeout != 0 {
+			add("timeout=%v", e.Timeout)
+		}
 	case model.OpPop:
 		add("n=%d", in.Limit)
 		add("lease=%s", ms(in.Lease))

@@ -181,6 +181,7 @@ type Step struct {
 	Task     int           `json:"task,omitempty"`
 	Priority int           `json:"priority,omitempty"` // Enqueue
 	Attempts int           `json:"attempts,omitempty"` // Enqueue: MaxAttempts
+	Timeout  time.Duration `json:"timeout,omitempty"`  // Enqueue: the attempt timeout stored with the task
 	Lease    time.Duration `json:"lease,omitempty"`    // Pop, Extend; ClaimExpired's TTL; RecoverExpired's delay
 	// Delay is the RunAfter of Enqueue and Prune's before, relative to the
 	// client's reading of the clock; the delay of Retry and Requeue, which
@@ -359,6 +360,9 @@ func (p *Plan) describeStep(s Step) string {
 			id = fmt.Sprintf("%d in bulk", s.N)
 		}
 		d = fmt.Sprintf("%s/%s p%d a%d +%s", q, id, s.Priority, s.Attempts, ms(s.Delay))
+		if s.Timeout > 0 {
+			d += " timeout " + s.Timeout.String()
+		}
 	case Pop:
 		d = fmt.Sprintf("%s n%d %s", q, s.N, ms(s.Lease))
 	case Extend:
@@ -606,6 +610,9 @@ func (g stepGen) draw(t *rapid.T, role Role) Step {
 		s.Priority = rapid.IntRange(-1, 1).Draw(t, "priority")
 		s.Attempts = rapid.IntRange(1, 3).Draw(t, "attempts")
 		runAfter()
+		if rapid.IntRange(0, 3).Draw(t, "timeout?") == 3 {
+			s.Timeout = time.Duration(rapid.IntRange(1, 1<<20).Draw(t, "timeout")) * time.Microsecond
+		}
 	case Pop:
 		queue()
 		lease()

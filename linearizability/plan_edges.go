@@ -93,7 +93,7 @@ func (a *actor) fill(ctx context.Context, s Step) {
 		id := bulkID(a.index, a.enqueued)
 		a.enqueued++
 		r, err := a.store.Enqueue(ctx, core.EnqueueParams{Queue: q, EnqueueArgs: model.EnqueueArgs{
-			ID: id, Payload: []byte(a.name), Priority: s.Priority, RunAfter: runAfter, MaxAttempts: s.Attempts,
+			ID: id, Payload: []byte(a.name), Priority: s.Priority, RunAfter: runAfter, MaxAttempts: s.Attempts, Timeout: s.Timeout,
 		}})
 		if err == nil {
 			a.see(r.Task)

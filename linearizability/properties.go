@@ -36,6 +36,7 @@ type Property struct {
 var RuntimeProperties = []Property{
 	{"no-bypass", "a worker or broker never issues an operator op, and decides only through a claim its own Pop or ClaimExpired returned", noBypass},
 	{"handler-outcome", "the outcome a worker records is the one its handler returned, as the retry policy says", handlerOutcome},
+	{"attempt-timeout", "a handler's context has its task's attempt timeout as deadline, on its worker's clock, and no deadline when the task has none", attemptTimeout},
 	{"heartbeat-lease", "every Extend carries the worker's lease, and a worker whose heartbeats reach the store in time never loses its claim", heartbeatLease},
 	{"pass-decides-expired", "a broker pass claims until none is left expired, across batches, and decides each task it claimed", passDecidesExpired},
 	{"store-clock-delays", "a broker decides as its policy says, its delay measured from the store's reading in ClaimExpired; a worker's retry delay from the store's clock as the worker last read it", storeClockDelays},
@@ -111,7 +112,11 @@ func noBypass(c *runtimeCase) []string {
 // handlerOutcome pins "the outcome recorded is the one the handler
 // returned": a nil error is an Ack with the handler's result; an error (with
 // or without a result) and a panic are a failed attempt, a Retry or a Fail
-// as the worker's retry policy says; a Permanent error is a Fail. A worker
+// as the worker's retry policy says; a Permanent error is a Fail. An attempt
+// that ran past its task's timeout is a failed attempt whose message is the
+// context's cause, whatever the handler returned: required when the handler
+// saw the timeout, allowed when it fired between the handler's return and
+// its worker's look at the context. A worker
 // decides a claim only after its handler returned, except when it gives an
 // unfinished task back at shutdown, and records every outcome unless its
 // claim was superseded first.
@@ -144,6 +149,12 @@ func handlerOutcome(c *runtimeCase) []string {
 					continue
 				}
 				want, why := c.expectedOutcome(spec, inv)
+				if timeout := c.tasks[inv.TaskID].Timeout; timeout > 0 && !inv.TimedOut && d.message == timeoutMessage(timeout) {
+					// The timeout fired after the handler returned and
+					// before its worker looked: a timed-out attempt too.
+					inv = &Invocation{Attempt: inv.Attempt, TaskID: inv.TaskID, Returned: true, TimedOut: true, Cause: d.message, End: inv.End}
+					want, why = c.expectedOutcome(spec, inv)
+				}
 				if d.kind != want {
 					out = append(out, fmt.Sprintf("%s recorded %v for %s token %d; the handler %s, so %v was due", actor, d.kind, d.task, d.token, why, want))
 					continue
@@ -151,6 +162,9 @@ func handlerOutcome(c *runtimeCase) []string {
 				switch {
 				case want == model.OpAck && !bytes.Equal(d.result, inv.Result):
 					out = append(out, fmt.Sprintf("%s acked %s token %d with result %q; the handler returned %q", actor, d.task, d.token, d.result, inv.Result))
+				case inv.TimedOut && d.message != inv.Cause:
+					out = append(out, fmt.Sprintf("%s recorded %s token %d with message %q; its attempt timed out (%q)", actor, d.task, d.token, d.message, inv.Cause))
+				case inv.TimedOut:
 				case want != model.OpAck && inv.Panicked && !strings.HasPrefix(d.message, "panic: "):
 					out = append(out, fmt.Sprintf("%s recorded the panic of %s token %d as %q", actor, d.task, d.token, d.message))
 				case want != model.OpAck && inv.Returned && d.message != inv.Err:
@@ -165,6 +179,31 @@ func handlerOutcome(c *runtimeCase) []string {
 			continue // a claim a Client's Shutdown left held is decided by a broker
 		}
 		out = append(out, fmt.Sprintf("%s recorded nothing for %s token %d, whose handler returned (%s) while its claim held", inv.Worker, inv.TaskID, inv.Token, inv.Behaviour.Kind))
+	}
+	return out
+}
+
+// attemptTimeout pins "a task's attempt timeout bounds each of its
+// attempts": the handler's context has a deadline no later than the attempt
+// timeout stored with the task after the handler started, as its worker's
+// clock reads (the harness's clock plus the worker's skew), and none when
+// the task has no timeout (the plans give workers no timeout of their own).
+func attemptTimeout(c *runtimeCase) []string {
+	var out []string
+	for _, inv := range c.rh.Invocations {
+		timeout := c.tasks[inv.TaskID].Timeout
+		skew := time.Duration(0)
+		if i := indexOf(inv.Worker); i >= 0 && i < len(c.plan.Workers) {
+			skew = c.plan.Workers[i].Skew
+		}
+		switch {
+		case timeout == 0 && !inv.Deadline.IsZero():
+			out = append(out, fmt.Sprintf("%s ran %s token %d, a task without a timeout, with a deadline %s after its start", inv.Worker, inv.TaskID, inv.Token, ms(inv.Deadline.Add(-skew).Sub(inv.StartedAt))))
+		case timeout > 0 && inv.Deadline.IsZero():
+			out = append(out, fmt.Sprintf("%s ran %s token %d without a deadline; the task's timeout is %s", inv.Worker, inv.TaskID, inv.Token, ms(timeout)))
+		case timeout > 0 && inv.Deadline.Add(-skew).After(inv.StartedAt.Add(timeout)):
+			out = append(out, fmt.Sprintf("%s ran %s token %d with a deadline %s after its start; the task's timeout is %s", inv.Worker, inv.TaskID, inv.Token, ms(inv.Deadline.Add(-skew).Sub(inv.StartedAt)), ms(timeout)))
+		}
 	}
 	return out
 }
@@ -561,6 +600,10 @@ type heldKey struct {
 func (c *runtimeCase) expectedOutcome(spec WorkerSpec, inv *Invocation) (model.Op, string) {
 	var err error
 	switch {
+	case inv.TimedOut:
+		// Whatever the handler did after its timeout, the attempt failed
+		// by it.
+		err = core.ErrAttemptTimeout
 	case inv.Panicked:
 		err = &core.PanicError{Value: "generated"}
 	case inv.Err == "":
@@ -575,6 +618,12 @@ func (c *runtimeCase) expectedOutcome(spec WorkerSpec, inv *Invocation) (model.O
 		return model.OpRetry, fmt.Sprintf("failed attempt %d of %d", inv.Attempt, t.MaxAttempts)
 	}
 	return model.OpFail, fmt.Sprintf("failed its last attempt (%d of %d)", inv.Attempt, t.MaxAttempts)
+}
+
+// timeoutMessage is the message a worker records for an attempt that ran
+// past the task's timeout d.
+func timeoutMessage(d time.Duration) string {
+	return fmt.Errorf("%w after %v", core.ErrAttemptTimeout, d).Error()
 }
 
 // readingBefore returns the latest reading of the stores' clock taken

@@ -3,6 +3,7 @@ package linearizability_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,8 +14,8 @@ import (
 
 // propertyPlan is a small runtime plan in fake time whose history has what
 // every property reads: a task that succeeds, one that fails once and is
-// retried after a delay, one whose handler outlives several heartbeats, and
-// broker passes.
+// retried after a delay, one whose handler outlives several heartbeats, one
+// whose first attempt runs past its timeout, and broker passes.
 func propertyPlan() *linearizability.RuntimePlan {
 	ms := time.Millisecond
 	p := &linearizability.RuntimePlan{
@@ -24,6 +25,7 @@ func propertyPlan() *linearizability.RuntimePlan {
 			{ID: "t0", MaxAttempts: 1, Attempts: []linearizability.Behaviour{{Kind: linearizability.Succeed}}},
 			{ID: "t1", MaxAttempts: 2, Attempts: []linearizability.Behaviour{{Kind: linearizability.Error}, {Kind: linearizability.Succeed}}},
 			{ID: "t2", MaxAttempts: 1, Attempts: []linearizability.Behaviour{{Kind: linearizability.Outlive, Sleep: 20 * ms}}},
+			{ID: "t3", MaxAttempts: 2, Timeout: 5 * ms, Attempts: []linearizability.Behaviour{{Kind: linearizability.IgnoreCtx, Sleep: 7 * ms}, {Kind: linearizability.Succeed}}},
 		},
 		Workers: []linearizability.WorkerSpec{{Concurrency: 3, Lease: 9 * ms, PollMin: ms, PollMax: 2 * ms,
 			Shutdown: ms, Policy: linearizability.PolicySpec{Delay: 2 * ms}}},
@@ -82,6 +84,26 @@ func TestRuntimePropertiesCatchTheirViolation(t *testing.T) {
 			} else {
 				op.Input.Acks[0].Result = []byte("not the handler's")
 			}
+		}},
+		{"attempt-timeout", func(t *testing.T, h *linearizability.RuntimeHistory) {
+			h.Invocations = slices.Clone(h.Invocations)
+			for i := range h.Invocations {
+				if h.Invocations[i].TaskID == "t3" {
+					h.Invocations[i].Deadline = time.Time{} // the task's timeout ignored
+					return
+				}
+			}
+			t.Fatal("t3 never ran")
+		}},
+		{"handler-outcome", func(t *testing.T, h *linearizability.RuntimeHistory) {
+			// The timed-out attempt of t3 recorded as the handler's success.
+			op := find(t, h, func(op *linearizability.Operation) bool {
+				return op.Actor == "worker 0" && op.Input.Op == model.OpRetry && op.Input.Claim.TaskID == "t3"
+			})
+			if !strings.Contains(op.Input.Message, "timed out") {
+				t.Fatalf("t3's retry says %q", op.Input.Message)
+			}
+			op.Input.Message = "handler failed"
 		}},
 		{"heartbeat-lease", func(t *testing.T, h *linearizability.RuntimeHistory) {
 			op := find(t, h, func(op *linearizability.Operation) bool { return op.Input.Op == model.OpExtend })

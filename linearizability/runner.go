@@ -296,7 +296,7 @@ func (a *actor) do(ctx context.Context, s Step) {
 		id = a.plan.Tasks[(a.index+a.enqueued+s.Task)%len(a.plan.Tasks)]
 		a.enqueued++
 		r, err := st.Enqueue(ctx, core.EnqueueParams{Queue: q, EnqueueArgs: model.EnqueueArgs{
-			ID: id, Payload: []byte(a.name), Priority: s.Priority, RunAfter: runAfter, MaxAttempts: s.Attempts,
+			ID: id, Payload: []byte(a.name), Priority: s.Priority, RunAfter: runAfter, MaxAttempts: s.Attempts, Timeout: s.Timeout,
 		}})
 		if err == nil {
 			a.see(r.Task)

@@ -373,6 +373,9 @@ func (x *runtimeRun) run(ctx context.Context, queue *core.Queue, inspectors []*c
 				if t.Delay > 0 {
 					opts = append(opts, core.WithDelay(t.Delay))
 				}
+				if t.Timeout > 0 {
+					opts = append(opts, core.WithAttemptTimeout(t.Timeout))
+				}
 				_, _ = queue.Enqueue(runCtx, []byte("payload of "+t.ID), opts...)
 			})
 		}

@@ -42,6 +42,9 @@ type RuntimeTask struct {
 	Priority    int           `json:"priority,omitempty"`
 	MaxAttempts int           `json:"maxAttempts"`
 	Delay       time.Duration `json:"delay,omitempty"` // WithDelay
+	// Timeout is the attempt timeout stored with the task
+	// (core.WithAttemptTimeout); 0: none.
+	Timeout time.Duration `json:"timeout,omitempty"`
 	// Attempts is the handler's behaviour on attempt 1, 2, ...; the last
 	// one repeats.
 	Attempts []Behaviour `json:"attempts"`
@@ -371,7 +374,11 @@ func (p *RuntimePlan) String() string {
 		fmt.Fprintf(&b, "  %s: %s and %s, shutdown grace %s\n", clientName(i), workerName(c.Worker), brokerName(c.Broker), ms(c.Grace))
 	}
 	for _, t := range p.Tasks {
-		fmt.Fprintf(&b, "  task %s: tick %d prio %d attempts %d delay %s:", t.ID, t.Tick, t.Priority, t.MaxAttempts, ms(t.Delay))
+		fmt.Fprintf(&b, "  task %s: tick %d prio %d attempts %d delay %s", t.ID, t.Tick, t.Priority, t.MaxAttempts, ms(t.Delay))
+		if t.Timeout > 0 {
+			fmt.Fprintf(&b, " timeout %s", ms(t.Timeout))
+		}
+		b.WriteString(":")
 		for _, a := range t.Attempts {
 			fmt.Fprintf(&b, " %s", a.Kind)
 			if a.Sleep > 0 {
@@ -532,6 +539,10 @@ func RuntimePlans(o RuntimeOptions) *rapid.Generator[*RuntimePlan] {
 					bh.Sleep = d(0, 2, "work")
 				}
 				rt.Attempts = append(rt.Attempts, bh)
+			}
+			if rapid.IntRange(0, 3).Draw(t, "timeout?") == 3 {
+				// Shorter than some sleeps and longer than some leases.
+				rt.Timeout = d(2, 20, "attempt timeout")
 			}
 			p.Tasks = append(p.Tasks, rt)
 		}
