@@ -11,6 +11,21 @@
 // (the others meet ErrConflict), with no leader; Periodic.CatchUp says what
 // happens to occurrences missed while no Scheduler ran.
 //
+// # Attempt timeouts
+//
+// An attempt may be bounded two ways: a Worker's WithTimeout bounds every
+// attempt of its queue, and Queue.Enqueue's WithAttemptTimeout stores a
+// timeout with one task (0..MaxDuration; Get, List, `leasehold inspect` and
+// the web inspector show it as Task.Timeout, and every transition keeps it,
+// through retries and operator requeues). The task's own timeout wins over
+// the Worker's, shorter or longer. The handler's context then has the
+// deadline (measured from the attempt's start on the Worker's Clock); when
+// it passes, the context is cancelled with a cause for which
+// errors.Is(cause, ErrAttemptTimeout) holds, and the attempt is a failed
+// one for the retry policy whatever the handler returns after it
+// (WorkerStats.TimedOut counts them). Heartbeats go on until the handler
+// returns, so a timeout may be longer than the lease.
+//
 // # Telemetry
 //
 // Queue, Worker and Broker record metrics and traces through the

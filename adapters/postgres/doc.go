@@ -22,6 +22,8 @@
 //     error history is a jsonb array of {attempt, at, message,
 //     lease_expired}, and a message that cannot be JSON text in PostgreSQL
 //     (not UTF-8, or holding a NUL) also keeps its exact bytes in base64.
+//     The attempt timeout is timeout_ns, in nanoseconds, 0 for none
+//     (schema version 2 added it; the tasks of version 1 have none).
 //   - indexes: one partial index per state in the order its operation
 //     takes them (Ready by priority and version for Pop, Scheduled by
 //     run-after, Running by deadline, finished tasks by finish time) and

@@ -61,6 +61,7 @@ var Catalogue = []Mutant{
 	{"clock-reading-not-truncated", "the store keeps its clock's reading to the nanosecond, not the microsecond the contract keeps times in", Edge, []string{"memory", "sqlite"}},
 	{"retry-delay-from-claim-deadline", "Retry adds the delay to the claim's deadline, a time the client hands in, instead of the store's clock reading", Guard, []string{"memory"}},
 	{"run-after-rounded-up", "Enqueue rounds a RunAfter with a fraction of a microsecond up, not truncated by the model's one rounding rule", Edge, []string{"sqlite"}},
+	{"timeout-read-as-old-layout", "a script reads every stored task as the layout before the attempt timeout, so the first transition after Enqueue drops the task's timeout", Edge, []string{"redis"}},
 	{"snapshot-shares-payload", "the tasks a store returns share their payload and result with the stored task, so a caller writing into them changes the store", Edge, []string{"memory"}},
 	{"pop-without-skip-locked", "Pop reads the first Ready tasks without FOR UPDATE SKIP LOCKED and without the queue's lock, then claims them by ID without looking at their state again (the read-committed race of a SELECT then UPDATE queue)", PostgreSQL, []string{"postgres"}},
 	{"token-checked-after-plain-select", "a worker's decision reads the claim token with a plain SELECT and compares it in Go, then updates the task by ID alone", PostgreSQL, []string{"postgres"}},
@@ -74,6 +75,7 @@ var Catalogue = []Mutant{
 	{"heartbeat-renews-for-interval", "a worker's heartbeat extends the lease by the heartbeat interval instead of the lease", Runtime, []string{Core}},
 	{"worker-acks-result-with-error", "a worker acknowledges a handler that returned a result together with an error, as if the error were not there", Runtime, []string{Core}},
 	{"periodic-id-includes-wall-clock", "a scheduler derives an occurrence's task ID from its wall clock when it wakes, not from the occurrence time, so two Clients keeping one schedule enqueue the occurrence twice under different IDs", Runtime, []string{Core}},
+	{"worker-ignores-task-timeout", "a worker bounds an attempt by its own timeout only and never reads the one stored with the task, so a task's handler runs unbounded", Runtime, []string{Core}},
 	{"worker-panic-acked", "a worker logs a handler's panic and acknowledges the task as done instead of failing the attempt", Runtime, []string{Core}},
 }
 
