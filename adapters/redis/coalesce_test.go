@@ -352,3 +352,26 @@ func TestALostBatchReplyIsATransportErrorForEveryCall(t *testing.T) {
 		})
 	}
 }
+
+// Enqueue calls that go out together keep each its own attempt timeout.
+func TestConcurrentEnqueuesKeepTheirAttemptTimeouts(t *testing.T) {
+	s, _ := newStore(t)
+	var args []model.EnqueueArgs
+	for i := range 6 {
+		a := task(fmt.Sprintf("t%d", i))
+		a.Timeout = time.Duration(i) * 1500 * time.Millisecond // t0 has none
+		args = append(args, a)
+	}
+	for _, r := range enqueueTogether(t, s, "q", args) {
+		if r.err != nil || r.res.Task.Timeout != r.args.Timeout {
+			t.Errorf("Enqueue of %s: timeout %v, %v; want %v", r.args.ID, r.res.Task.Timeout, r.err, r.args.Timeout)
+			continue
+		}
+		if got, err := s.Get(context.Background(), core.GetParams{Queue: "q", ID: r.args.ID}); err != nil || got.Timeout != r.args.Timeout {
+			t.Errorf("Get of %s: timeout %v, %v; want %v", r.args.ID, got.Timeout, err, r.args.Timeout)
+		}
+	}
+	if n := redis.Batched(s); n != uint64(len(args)) {
+		t.Errorf("%d calls went out in a batch, want %d", n, len(args))
+	}
+}

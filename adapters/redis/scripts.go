@@ -609,8 +609,8 @@ func decodeTask(queue string, r []string) (core.Task, error) {
 	return t, nil
 }
 
-// timeoutArg is the attempt timeout as scripts take and store it: ” for
-// none, else decimal nanoseconds.
+// timeoutArg is the attempt timeout as scripts take and store it: the
+// empty string for none, else decimal nanoseconds.
 func timeoutArg(d time.Duration) string {
 	if d == 0 {
 		return ""
