@@ -101,6 +101,13 @@ func (s *Store) land(g *enqueueGroup, queue string) {
 	g.mu.Lock()
 	g.flights--
 	if len(g.waiting) == 0 {
+		if g.flights == 0 {
+			// Idle: forget the group, so that a store of many queues does
+			// not keep one for each. A call that still holds it goes on
+			// with it; one that comes later makes a new one (for a moment
+			// two flights, which costs only a missed batch).
+			s.enqueues.CompareAndDelete(queue, g)
+		}
 		g.mu.Unlock()
 		return
 	}

@@ -129,6 +129,22 @@ func TestConcurrentEnqueuesGoOutTogetherEachWithItsOwnAnswer(t *testing.T) {
 	}
 }
 
+// The store forgets the Enqueue state of a queue once its calls are done,
+// so one that serves many queues does not keep a state for each.
+func TestIdleQueuesKeepNoEnqueueState(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := context.Background()
+	for i := range 50 {
+		if _, err := s.Enqueue(ctx, core.EnqueueParams{Queue: fmt.Sprintf("q%d", i), EnqueueArgs: task("a")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enqueueTogether(t, s, "q0", []model.EnqueueArgs{task("b"), task("c")})
+	if n := redis.EnqueueGroups(s); n != 0 {
+		t.Errorf("the store keeps the Enqueue state of %d idle queues", n)
+	}
+}
+
 // In a batch each call meets the capacity as it would alone: the ones the
 // queue has room for are added, in order, the others are ErrQueueFull.
 func TestConcurrentEnqueuesMeetTheCapacityOneByOne(t *testing.T) {

@@ -85,3 +85,11 @@ func HoldEnqueues(s *Store, queue string) (waiting func() int, release func()) {
 	}
 	return waiting, func() { s.land(g, queue) }
 }
+
+// EnqueueGroups returns the number of queues whose Enqueue state the store
+// keeps.
+func EnqueueGroups(s *Store) int {
+	n := 0
+	s.enqueues.Range(func(any, any) bool { n++; return true })
+	return n
+}
