@@ -86,7 +86,25 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 	}
 	items := make([]core.ItemResult, len(p.Acks))
 	var claimed []model.Task
-	now, err := s.write(ctx, p.Queue, 0, validate, func(o *opTx) error {
+	var pipe pipeFunc
+	if distinctTasks(p.Acks) && (p.Pop.N == 0 || s.popMode == PopUpdateReturning) {
+		pipe = func(o *opTx, b *pgx.Batch) func(pgx.BatchResults) error {
+			clear(items)
+			claimed = nil
+			readAcks := o.ackManyPiped(p.Acks, items, b)
+			if p.Pop.N == 0 {
+				return readAcks
+			}
+			readPop := o.popPiped(p.Pop.Lease, p.Pop.N, b, &claimed)
+			return func(res pgx.BatchResults) error {
+				if err := readAcks(res); err != nil {
+					return err
+				}
+				return readPop(res)
+			}
+		}
+	}
+	now, err := s.writePiped(ctx, p.Queue, 0, validate, func(o *opTx) error {
 		clear(items) // fn runs again when the transaction it shared failed
 		claimed = nil
 		var err error
@@ -100,7 +118,7 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 		}
 		claimed, err = o.pop(p.Pop.Lease, p.Pop.N)
 		return err
-	})
+	}, pipe)
 	if err != nil {
 		return core.BatchResult{}, err
 	}
@@ -142,6 +160,89 @@ func (o *opTx) ackEach(acks []core.AckItem, items []core.ItemResult) error {
 		items[i].Err = err
 	}
 	return res.Close()
+}
+
+// ackManyPiped is ackMany sent with the lock: the statement with its time
+// from txNow, then a read of every task of the batch, which says why for
+// the claims it did not apply (it changed none of their tasks).
+func (o *opTx) ackManyPiped(acks []core.AckItem, items []core.ItemResult, b *pgx.Batch) func(pgx.BatchResults) error {
+	ids := make([][]byte, 0, len(acks))
+	tokens := make([]int64, 0, len(acks))
+	results := make([][]byte, 0, len(acks))
+	for i, a := range acks {
+		if err := validClaim(a.Claim); err != nil {
+			items[i].Err = err
+			continue
+		}
+		ids = append(ids, []byte(a.Claim.TaskID))
+		tokens = append(tokens, int64(a.Claim.Token))
+		results = append(results, clone(a.Result))
+	}
+	b.Queue(o.s.q.ackManyNow, o.queue, ids, tokens, results, int64(0))
+	b.Queue(o.s.q.probeMany, o.queue, ids)
+	return func(res pgx.BatchResults) error {
+		tasks, err := scanTasks(res.Query())
+		if err != nil {
+			return err
+		}
+		acked := make(map[string]model.Task, len(tasks))
+		for _, t := range tasks {
+			acked[t.ID] = t
+		}
+		rows, err := res.Query()
+		if err != nil {
+			return err
+		}
+		type probed struct {
+			state          model.State
+			token, version uint64
+			err            error
+		}
+		seen := map[string]probed{}
+		for rows.Next() {
+			var id []byte
+			var st int16
+			var tok, ver int64
+			if err := rows.Scan(&id, &st, &tok, &ver); err != nil {
+				rows.Close()
+				return err
+			}
+			var p probed
+			p.state, p.token, p.version, _, p.err = probeRow(fixedRow{st, tok, ver}, o.queue, string(id))
+			seen[string(id)] = p
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for i, a := range acks {
+			if items[i].Err != nil {
+				continue
+			}
+			if t, ok := acked[a.Claim.TaskID]; ok {
+				items[i].Task = t
+				continue
+			}
+			p, found := seen[a.Claim.TaskID]
+			err := claimRefusal(model.OpAck, a.Claim, p.state, p.token, found, p.err)
+			if !isItemError(err) {
+				return err
+			}
+			items[i].Err = err
+		}
+		return nil
+	}
+}
+
+// fixedRow is a pgx.Row of values already read.
+type fixedRow struct {
+	state          int16
+	token, version int64
+}
+
+func (r fixedRow) Scan(dest ...any) error {
+	*dest[0].(*int16), *dest[1].(*int64), *dest[2].(*int64) = r.state, r.token, r.version
+	return nil
 }
 
 // distinctTasks reports whether no two claims of acks name the same task.

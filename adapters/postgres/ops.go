@@ -84,9 +84,31 @@ var validEnqueue = model.ValidateEnqueue
 // Enqueue implements core.Store.
 func (s *Store) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskResult, error) {
 	var task model.Task
-	now, err := s.write(ctx, p.Queue, lockNotify, func() error { return validEnqueue(p.EnqueueArgs) }, func(o *opTx) (err error) {
+	now, err := s.writePiped(ctx, p.Queue, lockNotify, func() error { return validEnqueue(p.EnqueueArgs) }, func(o *opTx) (err error) {
 		task, err = o.enqueue(p.EnqueueArgs)
 		return err
+	}, func(o *opTx, b *pgx.Batch) func(pgx.BatchResults) error {
+		// The statement of o.enqueue with its times from txNow, and the
+		// read of the ID that says why when it added nothing.
+		args := o.enqueueArgs(o.newTask(p.EnqueueArgs))
+		args[4], args[6] = int16(model.Ready), int64(0)
+		b.Queue(s.q.enqueueNow, args...)
+		b.Queue(s.q.probe, o.queue, []byte(p.ID))
+		return func(res pgx.BatchResults) error {
+			var v int64
+			err := res.QueryRow().Scan(&v)
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			inserted := err == nil
+			_, _, _, found, perr := probeRow(res.QueryRow(), o.queue, p.ID)
+			if !inserted {
+				return o.enqueueRefusal(p.ID, found, perr)
+			}
+			task = o.newTask(p.EnqueueArgs)
+			task.Version = uint64(v)
+			return nil
+		}
 	})
 	if err != nil {
 		return core.TaskResult{}, err
@@ -203,10 +225,16 @@ func (s *Store) Pop(ctx context.Context, p core.PopParams) (core.TasksResult, er
 		return model.ValidatePopSize(p.N)
 	}
 	var tasks []model.Task
-	now, err := s.write(ctx, p.Queue, 0, validate, func(o *opTx) (err error) {
+	var pipe pipeFunc
+	if s.popMode == PopUpdateReturning {
+		pipe = func(o *opTx, b *pgx.Batch) func(pgx.BatchResults) error {
+			return o.popPiped(p.Lease, p.N, b, &tasks)
+		}
+	}
+	now, err := s.writePiped(ctx, p.Queue, 0, validate, func(o *opTx) (err error) {
 		tasks, err = o.pop(p.Lease, p.N)
 		return err
-	})
+	}, pipe)
 	if err != nil {
 		return core.TasksResult{}, err
 	}
@@ -224,6 +252,26 @@ func (o *opTx) pop(lease time.Duration, n int) ([]model.Task, error) {
 		return o.popSelect(n, deadline)
 	}
 	return o.popReturning(n, deadline)
+}
+
+// popPiped is popReturning sent with the lock: its statement, with its now
+// and deadline from txNow (now is whole microseconds, so the deadline is
+// now plus the lease's whole microseconds, as model.Round gives). The
+// function it returns reads the claimed tasks into dst.
+func (o *opTx) popPiped(lease time.Duration, n int, b *pgx.Batch, dst *[]model.Task) func(pgx.BatchResults) error {
+	b.Queue(o.s.q.popNow, o.queue, n, int64(0), int64(lease/time.Microsecond))
+	return func(res pgx.BatchResults) error {
+		tasks, err := scanTasks(res.Query())
+		if err != nil {
+			return err
+		}
+		byVersion(tasks)
+		if tasks == nil {
+			tasks = []model.Task{}
+		}
+		*dst = tasks
+		return nil
+	}
 }
 
 // popReturning claims the first n Ready tasks with one UPDATE … RETURNING.
@@ -292,12 +340,36 @@ func (s *Store) workerOp(ctx context.Context, tx pgx.Tx, flags lockFlags, op mod
 		task, err = o.workerOp(op, c, q, args(o.now))
 		return err
 	}
+	var pipe pipeFunc
+	if op == model.OpAck && q == s.q.ack {
+		pipe = func(o *opTx, b *pgx.Batch) func(pgx.BatchResults) error {
+			// The statement of Ack with its time from txNow, and the read
+			// of the task that says why when it matched no row.
+			b.Queue(s.q.ackNow, append([]any{o.queue, []byte(c.TaskID), int64(c.Token)}, int64(0), args(o.now)[1])...)
+			b.Queue(s.q.probe, o.queue, []byte(c.TaskID))
+			return func(res pgx.BatchResults) error {
+				ts, err := scanTasks(res.Query())
+				if err != nil {
+					return err
+				}
+				state, token, _, found, perr := probeRow(res.QueryRow(), o.queue, c.TaskID)
+				switch len(ts) {
+				case 0:
+					return claimRefusal(op, c, state, token, found, perr)
+				case 1:
+					task = ts[0]
+					return nil
+				}
+				return fmt.Errorf("leasehold/postgres: one statement changed %d tasks", len(ts))
+			}
+		}
+	}
 	var now time.Time
 	var err error
 	if tx != nil {
 		now, err = s.writeIn(ctx, tx, c.Queue, flags, check, fn)
 	} else {
-		now, err = s.write(ctx, c.Queue, flags, check, fn)
+		now, err = s.writePiped(ctx, c.Queue, flags, check, fn, pipe)
 	}
 	if err != nil {
 		return core.TaskResult{}, err

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/leasehold/leasehold/model"
@@ -45,6 +46,20 @@ const (
 	seqBase = `(SELECT seq FROM {s}.queues WHERE name = $1)`
 )
 
+// txNow is the transaction's clock reading, set by queries.dbNow, in Unix
+// microseconds.
+const txNow = `current_setting('leasehold.now')::bigint`
+
+// atTxNow turns the time parameters params of q into offsets from txNow, so
+// that q can go to the server in the round trip that takes the lock, before
+// the client knows the reading: $n becomes (txNow + $n).
+func atTxNow(q string, params ...int) string {
+	for _, n := range params {
+		q = regexp.MustCompile(fmt.Sprintf(`\$%d\b`, n)).ReplaceAllString(q, fmt.Sprintf("(%s + $$%d::bigint)", txNow, n))
+	}
+	return q
+}
+
 // bump advances the queue's sequence by the number of rows of the CTE u.
 const bump = `, bumped AS (UPDATE {s}.queues SET seq = seq + (SELECT count(*) FROM u) WHERE name = $1)`
 
@@ -73,6 +88,10 @@ type queries struct {
 	get, counts, queues                                 string
 	list                                                map[model.State]string
 	notify                                              string
+
+	// The same statements with their times as offsets from txNow
+	// (atTxNow), sent with the lock, and what follows them.
+	enqueueNow, popNow, ackNow, ackManyNow, probeMany string
 }
 
 func buildQueries(schema string) queries {
@@ -84,12 +103,15 @@ func buildQueries(schema string) queries {
 		schema:      schema,
 		ensureQueue: f(`INSERT INTO {s}.queues (name, seq) VALUES ($1, 0) ON CONFLICT (name) DO NOTHING`),
 		lock:        f(`SELECT seq FROM {s}.queues WHERE name = $1 FOR UPDATE`),
-		dbNow:       `SELECT ` + nowMicros,
 		anyTask:     f(`SELECT EXISTS (SELECT 1 FROM {s}.tasks WHERE queue = $1)`),
 		probe:       f(`SELECT state, claim_token, version FROM {s}.tasks WHERE queue = $1 AND id = $2`),
 		pending: f(`SELECT count(*) FROM (SELECT 1 FROM {s}.tasks WHERE queue = $1 AND state IN (%d, %d, %d) LIMIT $2) p`,
 			model.Scheduled, model.Ready, model.Running),
 		notify: `SELECT pg_notify($1, $2)`,
+		// $1 the injected clock's reading (NULL: the database's clock).
+		// The operations' statements sent with the lock read it back
+		// (txNow).
+		dbNow: `SELECT set_config('leasehold.now', coalesce($1::bigint, ` + nowMicros + `)::text, true)::bigint`,
 		// A queue's row is made before its first task; seq is 0 until one
 		// is added.
 		queues: f(`SELECT name FROM {s}.queues WHERE seq > 0 ORDER BY name`),
@@ -231,6 +253,14 @@ DELETE FROM {s}.tasks t USING doomed WHERE t.queue = $1 AND t.id = doomed.id RET
 		counts: f(`SELECT state, count(*) FROM {s}.tasks WHERE queue = $1 GROUP BY state`),
 		list:   map[model.State]string{},
 	}
+	// $5, the state, is the one the task gets unless it runs after now.
+	q.enqueueNow = strings.Replace(atTxNow(q.enqueue, 7), "$5::smallint",
+		fmt.Sprintf("(CASE WHEN $8::bigint > %s THEN %d ELSE $5::smallint END)", txNow, model.Scheduled), 1)
+	q.popNow = atTxNow(q.popReturning, 3, 4)
+	q.ackNow = atTxNow(q.ack, 4)
+	q.ackManyNow = atTxNow(q.ackMany, 5)
+	// $1 queue, $2 IDs: what the guards look at.
+	q.probeMany = f(`SELECT id, state, claim_token, version FROM {s}.tasks WHERE queue = $1 AND id = ANY ($2::bytea[])`)
 	for _, st := range model.States {
 		q.list[st] = f(`SELECT %s FROM {s}.tasks WHERE queue = $1 AND state = %d AND id > $2 ORDER BY id LIMIT $3`, taskColumns, st)
 	}

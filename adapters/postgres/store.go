@@ -261,6 +261,11 @@ type opTx struct {
 	now   time.Time
 	seq   int64
 	has   bool
+
+	// pipe queues statements to follow the lock's, and piped reads their
+	// results (nil: none).
+	pipe  func(b *pgx.Batch)
+	piped func(res pgx.BatchResults) error
 }
 
 // write performs one write operation in a transaction of its own: it locks
@@ -273,11 +278,19 @@ type opTx struct {
 // store instead, and the next transaction runs all of them, one after the
 // other, under one lock, one clock reading and one COMMIT (see group).
 func (s *Store) write(ctx context.Context, queue string, flags lockFlags, validate func() error, fn func(o *opTx) error) (time.Time, error) {
+	return s.writePiped(ctx, queue, flags, validate, fn, nil)
+}
+
+// writePiped is write for an operation that can also send its statements
+// with the lock, in the same round trip: pipe queues them on b and returns
+// the function that reads their results. When the operation's transaction
+// runs another operation before it that cannot, fn runs instead.
+func (s *Store) writePiped(ctx context.Context, queue string, flags lockFlags, validate func() error, fn func(o *opTx) error, pipe pipeFunc) (time.Time, error) {
 	if err := s.enter(ctx, queue, validate); err != nil {
 		return time.Time{}, err
 	}
 	defer s.mu.RUnlock()
-	c := &call{ctx: ctx, flags: flags, fn: fn, done: make(chan struct{})}
+	c := &call{ctx: ctx, flags: flags, fn: fn, pipe: pipe, done: make(chan struct{})}
 	g := s.group(queue)
 	g.mu.Lock()
 	if !g.busy {
@@ -319,11 +332,18 @@ type group struct {
 	waiting []*call
 }
 
+// pipeFunc queues an operation's statements on b, to follow the lock's in
+// one round trip; they take the transaction's clock reading from the
+// server (txNow). The function it returns reads their results, in order,
+// once o.now is known.
+type pipeFunc func(o *opTx, b *pgx.Batch) func(res pgx.BatchResults) error
+
 // call is one write waiting for, or running in, a group's transaction.
 type call struct {
 	ctx   context.Context
 	flags lockFlags
 	fn    func(o *opTx) error
+	pipe  pipeFunc      // nil: fn only
 	done  chan struct{} // closed once now and err are set, or lead
 	lead  bool          // the call leads the next transaction itself
 	now   time.Time
@@ -411,11 +431,38 @@ func (s *Store) runGroup(queue string, calls []*call) {
 	for _, c := range calls {
 		flags |= c.flags
 	}
-	// BEGIN goes to the server with the lock, in one round trip.
+	// BEGIN goes to the server with the lock, in one round trip, and so do
+	// the statements of the calls up to the first that cannot be sent
+	// before the clock is read.
 	o := &opTx{s: s, ctx: ctx, tx: conn, queue: queue, begin: true}
 	errs := make([]error, len(calls))
+	piped := 0
+	for piped < len(calls) && calls[piped].pipe != nil {
+		piped++
+	}
+	if piped > 0 {
+		reads := make([]func(pgx.BatchResults) error, piped)
+		o.pipe = func(b *pgx.Batch) {
+			for i, c := range calls[:piped] {
+				reads[i] = c.pipe(o, b)
+			}
+		}
+		o.piped = func(res pgx.BatchResults) error {
+			for i, read := range reads {
+				err := o.call(func(*opTx) error { return read(res) })
+				if err != nil && !refusal(err) {
+					return err
+				}
+				errs[i] = err
+			}
+			return nil
+		}
+	}
 	err = o.run(flags, func(o *opTx) error {
 		for i, c := range calls {
+			if i < piped {
+				continue
+			}
 			err := o.call(c.fn)
 			if err != nil && !refusal(err) {
 				return err
@@ -533,11 +580,20 @@ func (o *opTx) lock(flags lockFlags) error {
 	}
 	b.Queue(o.s.q.ensureQueue, o.queue)
 	b.Queue(o.s.q.lock, o.queue)
-	b.Queue(o.s.q.dbNow)
+	var clientNow *int64 // the database's clock, read after the lock
+	if o.s.clock != nil {
+		// An injected clock is read before the round trip, after every
+		// operation of the transaction was called.
+		clientNow = micros(model.Round(o.s.clock.Now()))
+	}
+	b.Queue(o.s.q.dbNow, clientNow)
 	b.Queue(o.s.q.anyTask, o.queue)
 	notify := flags&lockNotify != 0 && o.s.notifier != nil
 	if notify {
 		b.Queue(o.s.q.notify, o.s.notifier.channel, o.queue)
+	}
+	if o.pipe != nil {
+		o.pipe(b)
 	}
 	res := o.tx.SendBatch(o.ctx, b)
 	defer res.Close()
@@ -570,20 +626,18 @@ func (o *opTx) lock(flags lockFlags) error {
 			return err
 		}
 	}
-	if err := res.Close(); err != nil {
-		return err
-	}
-	if o.s.clock != nil {
-		o.now = model.Round(o.s.clock.Now())
-	} else {
-		o.now = fromMicros(dbNow)
-	}
+	o.now = fromMicros(dbNow)
 	if (!o.has || o.seq == 0) && any {
 		// A queue without a row, or whose sequence has not started, must
 		// have no task, else its row was lost or reset.
 		return corrupt("queue %q has tasks but its sequence is missing or reset", o.queue)
 	}
-	return nil
+	if o.piped != nil {
+		if err := o.piped(res); err != nil {
+			return err
+		}
+	}
+	return res.Close()
 }
 
 // read runs fn for a read operation, on the pool: every read is one
