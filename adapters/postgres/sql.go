@@ -173,14 +173,22 @@ u AS (
 			seqBase, model.Succeeded, from(model.OpAck)),
 		// AckBatch's claims in one statement: $1 queue, $2 IDs (no two
 		// alike), $3 tokens, $4 results, $5 now. The claims that hold their
-		// task are stamped in the order of the batch.
+		// task are stamped in the order of the batch. Each claim's task is
+		// looked up by its key on its own (LIMIT 1 keeps the lookup from
+		// being turned into a join the planner may run the other way round,
+		// over every Running task once per claim, and state + 0 keeps it off
+		// the partial index of Running tasks, which it would scan whole),
+		// then updated by ctid alone (with the lookups made once, before:
+		// any other condition on the task lets the planner scan tasks and
+		// run the lookups again for each), as Pop does.
 		ackMany: f(`WITH items AS (SELECT * FROM unnest($2::bytea[], $3::bigint[], $4::bytea[]) WITH ORDINALITY AS i(id, token, result, ord)),
-hit AS (
-  SELECT items.id, items.result, row_number() OVER (ORDER BY items.ord) AS rank
-  FROM items JOIN {s}.tasks t ON t.queue = $1 AND t.id = items.id AND t.claim_token = items.token AND t.state IN (%[3]s)
+hit AS MATERIALIZED (
+  SELECT h.tid, items.result, row_number() OVER (ORDER BY items.ord) AS rank
+  FROM items CROSS JOIN LATERAL (
+    SELECT t.ctid AS tid FROM {s}.tasks t WHERE t.queue = $1 AND t.id = items.id AND t.claim_token = items.token AND t.state + 0 IN (%[3]s) LIMIT 1) h
 ), u AS (
   UPDATE {s}.tasks t SET version = %[1]s + hit.rank, state = %[2]d, result = hit.result, finished_at = $5, deadline = NULL
-  FROM hit WHERE t.queue = $1 AND t.id = hit.id AND t.state IN (%[3]s) RETURNING %[4]s)`+bump+` SELECT %[5]s FROM u`,
+  FROM hit WHERE t.ctid = hit.tid RETURNING %[4]s)`+bump+` SELECT %[5]s FROM u`,
 			seqBase, model.Succeeded, from(model.OpAck), qualified("t"), taskColumns),
 		// $4 now, $5 message, $6 its bytes if it cannot be JSON text
 		fail: f(`WITH u AS (UPDATE {s}.tasks SET version = %s + 1, state = %d, errors = %s, finished_at = $4, deadline = NULL `+workerGuard,
@@ -260,7 +268,9 @@ DELETE FROM {s}.tasks t USING doomed WHERE t.queue = $1 AND t.id = doomed.id RET
 	q.ackNow = atTxNow(q.ack, 4)
 	q.ackManyNow = atTxNow(q.ackMany, 5)
 	// $1 queue, $2 IDs: what the guards look at.
-	q.probeMany = f(`SELECT id, state, claim_token, version FROM {s}.tasks WHERE queue = $1 AND id = ANY ($2::bytea[])`)
+	// (Looked up one by one, by key, as in ackMany.)
+	q.probeMany = f(`SELECT i.id, p.state, p.claim_token, p.version FROM unnest($2::bytea[]) AS i(id) CROSS JOIN LATERAL (
+  SELECT state, claim_token, version FROM {s}.tasks t WHERE t.queue = $1 AND t.id = i.id LIMIT 1) p`)
 	for _, st := range model.States {
 		q.list[st] = f(`SELECT %s FROM {s}.tasks WHERE queue = $1 AND state = %d AND id > $2 ORDER BY id LIMIT $3`, taskColumns, st)
 	}
