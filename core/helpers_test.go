@@ -44,8 +44,10 @@ type event struct {
 	Op     string
 	TaskID string
 	Err    error
-	N      int      // Pop: the batch asked for
-	IDs    []string // Pop: the tasks claimed
+	N      int      // Pop: the batch asked for; AckBatch: its items
+	IDs    []string // Pop, AckBatch: the tasks claimed
+	Pop    int      // AckBatch: the pop asked for
+	Items  []error  // AckBatch: each item's answer
 }
 
 // recStore wraps a store: it records the calls of the claim protocol and can

@@ -113,9 +113,14 @@ const (
 // On a store that implements BatchStore, successes are acknowledged in
 // batches (AckBatch): an Ack waits for the others until the batch is full,
 // for at most a short linger (AckLinger, in real time), and not at all when
-// no other handler runs. A handler's slot is free for the next task as soon
-// as it returns success; Run still waits for every Ack. Each item's answer is
-// handled as a single Ack's would be. Fail and Retry are single calls.
+// no other handler runs. The batch claims the next tasks in the same call
+// (AckBatchParams.Pop): one per slot its successes free and one per slot
+// free besides, up to the batch size, so at concurrency 1 a task costs one
+// round trip to the store, its ack and the next task's claim. A success's
+// slot stays taken until that call is answered (the slot the next task
+// takes), and no batch claims once the worker stops popping. Each item's
+// answer is handled as a single Ack's would be, and the claimed tasks as a
+// Pop's. Fail and Retry are single calls.
 //
 // When the queue is empty it polls with exponential backoff (WithPollInterval)
 // through its Clock; with a store that implements Notifier it also pops as
@@ -184,6 +189,9 @@ type Worker struct {
 	stopOnce    sync.Once
 	abandonOnce sync.Once
 	runErr      error // set by the fetch loop before it returns
+
+	popMu     sync.Mutex // held by an AckBatch that claims, from its call to its dispatch
+	fetchDone bool       // set under popMu once the fetch loop returned: no batch claims then
 
 	calls       context.Context    // every store call's parent: cancelled by a hard stop
 	cancelCalls context.CancelFunc // set by Run
@@ -307,6 +315,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		loops.Go(func() { w.ackLoop(base) })
 	}
 	w.fetch(base)
+	w.popMu.Lock() // an AckBatch that claims has dispatched what it claimed
+	w.fetchDone = true
+	w.popMu.Unlock()
 	close(w.work) // idle runners return
 	w.jobs.Wait()
 	close(w.drained)
@@ -689,10 +700,10 @@ func (w *Worker) settle(base context.Context, j *job, o outcome) {
 	}
 	switch {
 	case o.err == nil && w.batcher != nil:
-		// The slot is free for the next task while the ack waits for its
-		// batch; the job still counts until its ack is answered.
+		// The acker takes the job and its slot: the batch that records
+		// the success claims the next task with that slot (or frees it),
+		// and the job counts until its ack is answered.
 		j.result, j.slotFreed = o.result, true
-		<-w.slots
 		w.acks <- j // the acker records it and finishes the job
 		return
 	case o.err == nil:
@@ -838,7 +849,7 @@ func (w *Worker) ackLoop(base context.Context) {
 				continue
 			default:
 			}
-			if len(w.slots) == 0 {
+			if len(w.slots) <= len(pending) {
 				break // no handler runs and no Pop is out: nothing to wait for
 			}
 			if !lingering {
@@ -862,9 +873,58 @@ func (w *Worker) ackLoop(base context.Context) {
 	}
 }
 
-// ackBatch records the successes of jobs, one Ack for one job, else one
-// AckBatch, and finishes the jobs.
+// ackBatch records the successes of jobs and finishes the jobs. Each job
+// holds its slot: while the worker pops, one AckBatch records them and
+// claims a task for each of those slots and each slot free besides (up to
+// the batch size); once it stops, the slots are freed and one Ack (one job)
+// or one AckBatch records them.
 func (w *Worker) ackBatch(base context.Context, jobs []*job) {
+	w.popMu.Lock()
+	if w.fetchDone || closed(w.stopping) {
+		w.popMu.Unlock()
+		for range jobs {
+			<-w.slots
+		}
+		w.recordAcks(base, jobs)
+		return
+	}
+	defer w.popMu.Unlock()
+	n := len(jobs)
+	for n < w.batch && tryAcquire(w.slots) {
+		n++
+	}
+	items := make([]AckItem, len(jobs))
+	for i, j := range jobs {
+		items[i] = AckItem{Claim: j.claim, Result: j.result}
+	}
+	sent := w.clock.Now()
+	ctx, cancel := w.call(w.lease)
+	res, err := w.batcher.AckBatch(ctx, AckBatchParams{Queue: w.queue, Acks: items, Pop: AckPop{Lease: w.lease, N: n}})
+	cancel()
+	if err == nil && (len(res.Items) != len(jobs) || len(res.Claimed) > n) {
+		err = fmt.Errorf("leasehold: AckBatch answered %d items for %d and %d claims for %d", len(res.Items), len(jobs), len(res.Claimed), n)
+	}
+	if err != nil {
+		res.Claimed = nil // unknown: a task it claimed lapses, and a broker decides it
+	}
+	for range n - len(res.Claimed) {
+		<-w.slots
+	}
+	if len(res.Claimed) > 0 {
+		w.storeNow.observe(w.clock, res.Now)
+		w.stats.popped.Add(int64(len(res.Claimed)))
+		w.tel.popped(base, TasksResult{Now: res.Now, Tasks: res.Claimed})
+		for _, t := range res.Claimed {
+			w.jobs.Add(1)
+			w.dispatch(base, &job{task: t, claim: t.Claim(), leaseEnd: sent.Add(w.lease)})
+		}
+	}
+	w.answered(base, jobs, res, err)
+}
+
+// recordAcks records the successes of jobs, whose slots are free, with one
+// Ack for one job, else one AckBatch, and finishes the jobs.
+func (w *Worker) recordAcks(base context.Context, jobs []*job) {
 	if len(jobs) == 1 {
 		j := jobs[0]
 		ctx, cancel := w.call(w.lease)
@@ -884,6 +944,11 @@ func (w *Worker) ackBatch(base context.Context, jobs []*job) {
 	if err == nil && len(res.Items) != len(jobs) {
 		err = fmt.Errorf("leasehold: AckBatch answered %d items for %d", len(res.Items), len(jobs))
 	}
+	w.answered(base, jobs, res, err)
+}
+
+// answered handles an AckBatch's answer to each of jobs and finishes them.
+func (w *Worker) answered(base context.Context, jobs []*job, res BatchResult, err error) {
 	for i, j := range jobs {
 		if err != nil {
 			w.acked(base, j, time.Time{}, err)

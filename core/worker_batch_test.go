@@ -14,13 +14,13 @@ import (
 )
 
 // batchRecStore is a recStore that is also a core.BatchStore: it records
-// every AckBatch with the number of its items, and lets a test act on the
-// store just before a batch or an Ack is applied.
+// every AckBatch with its items, its pop and what it claimed, and lets a
+// test act on the store just before a batch or an Ack is applied.
 type batchRecStore struct {
 	*recStore
 	batch       core.BatchStore
 	beforeBatch func(p core.AckBatchParams)
-	ackTwice    atomic.Bool // Ack is applied twice, the second answer returned (a retransmission)
+	ackTwice    atomic.Bool // Ack and AckBatch's acks are applied twice, the second answer returned (a retransmission)
 }
 
 func newBatchRecStore(t *testing.T, clk core.Clock) *batchRecStore {
@@ -36,8 +36,23 @@ func (s *batchRecStore) AckBatch(ctx context.Context, p core.AckBatchParams) (co
 	if s.beforeBatch != nil {
 		s.beforeBatch(p)
 	}
+	if s.ackTwice.Load() {
+		if _, err := s.batch.AckBatch(ctx, core.AckBatchParams{Queue: p.Queue, Acks: p.Acks}); err != nil {
+			return core.BatchResult{}, err
+		}
+	}
 	r, err := s.batch.AckBatch(ctx, p)
-	s.add(event{Op: "AckBatch", Err: err, N: len(p.Acks)})
+	e := event{Op: "AckBatch", Err: err, N: len(p.Acks), Pop: p.Pop.N}
+	if len(p.Acks) > 0 {
+		e.TaskID = p.Acks[0].Claim.TaskID
+	}
+	for _, it := range r.Items {
+		e.Items = append(e.Items, it.Err)
+	}
+	for _, t := range r.Claimed {
+		e.IDs = append(e.IDs, t.ID)
+	}
+	s.add(e)
 	return r, err
 }
 
@@ -110,12 +125,114 @@ func TestWorkerAcksALoneTaskAtOnce(t *testing.T) {
 	}, core.WithConcurrency(4))
 	started(t, w)
 	// Nothing else runs: the ack does not wait for company (a linger would
-	// show up here as a missing Ack; the fake clock never moves).
-	if e := s.wait(t, "Ack", 1); e.Err != nil || e.TaskID != "alone" {
+	// show up here as a missing AckBatch; the fake clock never moves). It
+	// claims a task for each of the four slots: its own and three free.
+	if e := s.wait(t, "AckBatch", 1); e.Err != nil || e.TaskID != "alone" || e.N != 1 || e.Pop != 4 || e.Items[0] != nil {
 		t.Fatalf("ack: %+v", e)
 	}
-	if s.count("AckBatch") != 0 {
-		t.Fatal("a lone ack went through AckBatch")
+	if s.count("Ack") != 0 {
+		t.Fatal("a lone ack went through Ack while the worker pops")
+	}
+}
+
+func TestWorkerAtConcurrencyOneAcksAndClaimsTheNextTaskInOneCall(t *testing.T) {
+	clk := core.NewFakeClock(t0)
+	s := newBatchRecStore(t, clk)
+	const n = 6
+	for i := range n {
+		enqueue(t, s, clk, fmt.Sprintf("t%d", i))
+	}
+	var running, most atomic.Int32
+	w := newWorker(t, s, clk, func(context.Context, core.Claim, core.Task) ([]byte, error) {
+		if r := running.Add(1); r > most.Load() {
+			most.Store(r)
+		}
+		defer running.Add(-1)
+		return []byte("ok"), nil
+	}, core.WithConcurrency(1))
+	stop := started(t, w)
+	// The first task comes from a Pop; each ack brings the next task, and
+	// the last finds none.
+	s.wait(t, "AckBatch", n)
+	stop()
+	pops, batches := 0, 0
+	var claimed []string
+	for _, e := range s.snapshot() {
+		switch e.Op {
+		case "Pop":
+			pops++
+			claimed = append(claimed, e.IDs...)
+		case "AckBatch":
+			batches++
+			claimed = append(claimed, e.IDs...)
+			if e.N != 1 || e.Pop != 1 || e.Err != nil || e.Items[0] != nil {
+				t.Errorf("AckBatch %+v, want one ack and a pop of one", e)
+			}
+		case "Ack":
+			t.Errorf("an Ack call %+v: the ack should have carried the next pop", e)
+		}
+	}
+	if batches != n || len(claimed) != n {
+		t.Fatalf("%d AckBatch calls, claims %v; want %d and each task once", batches, claimed, n)
+	}
+	for i, id := range claimed {
+		if id != fmt.Sprintf("t%d", i) {
+			t.Fatalf("claimed %v, want t0..t%d in order", claimed, n-1)
+		}
+	}
+	// One Pop for the first task, and the Pops of the idle loop after the
+	// last: never one per task.
+	if pops > 3 {
+		t.Errorf("%d Pop calls for %d tasks: %v", pops, n, s.snapshot())
+	}
+	if most.Load() != 1 {
+		t.Errorf("%d handlers ran at once at concurrency 1", most.Load())
+	}
+	if st := w.Stats(); st.Acked != n || st.Popped != n || st.StoreErrors != 0 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+func TestWorkerClaimsNothingWithAnAckOnceItStops(t *testing.T) {
+	clk := core.NewFakeClock(t0)
+	s := newBatchRecStore(t, clk)
+	for _, id := range []string{"first", "second", "third"} {
+		enqueue(t, s, clk, id)
+	}
+	begun, release := make(chan struct{}), make(chan struct{})
+	w := newWorker(t, s, clk, func(context.Context, core.Claim, core.Task) ([]byte, error) {
+		close(begun)
+		<-release
+		return nil, nil
+	}, core.WithConcurrency(1))
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(context.Background()) }()
+	<-begun
+	shut := make(chan error, 1)
+	go func() { shut <- w.Shutdown(context.Background()) }()
+	// Shutdown stops popping before it waits; then the handler returns.
+	for !w.Stopping() {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	if err := receive(t, shut); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if err := receive(t, ran); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if e := s.wait(t, "Ack", 1); e.Err != nil || e.TaskID != "first" {
+		t.Fatalf("the ack after the stop: %+v", e)
+	}
+	for _, e := range s.snapshot() {
+		if e.Op == "AckBatch" {
+			t.Fatalf("a stopping worker sent %+v", e)
+		}
+	}
+	for _, id := range []string{"second", "third"} {
+		if task := mustGet(t, s, id); task.State != core.Ready {
+			t.Fatalf("%s = %v after the shutdown, want Ready: claimed while stopping", id, task.State)
+		}
 	}
 }
 
@@ -174,10 +291,13 @@ func TestWorkerNeverCountsItsOwnAckAsALostLease(t *testing.T) {
 		return nil, nil
 	})
 	stop := started(t, w)
-	e := s.wait(t, "Ack", 1)
+	e := s.wait(t, "AckBatch", 1)
 	stop()
-	if !errors.Is(e.Err, core.ErrInvalidTransition) {
-		t.Fatalf("the second Ack: %v, want an invalid transition", e.Err)
+	if e.Err != nil || len(e.Items) != 1 || !errors.Is(e.Items[0], core.ErrInvalidTransition) {
+		t.Fatalf("the second AckBatch: %+v, want its item an invalid transition", e)
+	}
+	if task := mustGet(t, s, "twice"); task.State != core.Succeeded {
+		t.Fatalf("twice = %v", task.State)
 	}
 	if st := w.Stats(); st.Acked != 1 || st.LeasesLost != 0 || st.StaleDecisions != 0 {
 		t.Fatalf("stats = %+v, want the ack counted and no lost lease", st)
@@ -340,10 +460,12 @@ func TestWorkerWithBatchSizeOneAcksOneByOne(t *testing.T) {
 	stop := started(t, w)
 	begun.Wait()
 	close(release)
-	s.wait(t, "Ack", n)
+	s.wait(t, "AckBatch", n)
 	stop()
-	if s.count("AckBatch") != 0 {
-		t.Fatalf("batch size 1, yet acks went through AckBatch: %v", s.snapshot())
+	for _, e := range s.snapshot() {
+		if e.Op == "AckBatch" && (e.N != 1 || e.Pop != 1) {
+			t.Fatalf("batch size 1, yet %+v", e)
+		}
 	}
 	if st := w.Stats(); st.Acked != n {
 		t.Fatalf("stats = %+v", st)

@@ -35,7 +35,7 @@ type Input struct {
 	States    []model.State       `json:"states,omitempty"`    // Prune
 	Before    time.Time           `json:"before,omitzero"`     // Prune
 	Batch     []model.EnqueueArgs `json:"batch,omitempty"`     // EnqueueBatch
-	Acks      []AckRef            `json:"acks,omitempty"`      // AckBatch
+	Acks      []AckRef            `json:"acks,omitempty"`      // AckBatch (Lease and Limit: its pop)
 
 	// NowCandidates is set only on an indeterminate operation (its outcome is
 	// unknown, so is the clock reading it would have used): every reading the
@@ -394,6 +394,9 @@ func describeCall(in *Input, epoch time.Time) string {
 			} else {
 				add("%s:token=%d", a.TaskID, a.Token)
 			}
+		}
+		if in.Limit != 0 {
+			add("pop n=%d lease=%s", in.Limit, ms(in.Lease))
 		}
 	case model.OpPrune:
 		add("%v", in.States)

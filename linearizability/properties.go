@@ -61,8 +61,8 @@ func CheckRuntime(p *RuntimePlan, rh *RuntimeHistory) []Violation {
 
 // noBypass pins "no component bypasses a claim": a worker or broker issues
 // only its own ops (never InspectRequeue, Remove or another operator op),
-// every decision of a worker carries the claim of a task its own Pop
-// returned, and every decision of a broker the ReapClaim its own
+// every decision of a worker carries the claim of a task its own Pop (or
+// AckBatch's pop) returned, and every decision of a broker the ReapClaim its own
 // ClaimExpired returned. A broker that, refused as stale, falls back on an
 // unconditional operator requeue breaks it.
 func noBypass(c *runtimeCase) []string {
@@ -77,7 +77,7 @@ func noBypass(c *runtimeCase) []string {
 		reaped := map[claimID]bool{}
 		for _, op := range ops {
 			switch op.Input.Op {
-			case model.OpPop:
+			case model.OpPop, model.OpAckBatch: // an AckBatch's pop claims as a Pop does
 				for _, t := range op.Output.Tasks {
 					popped[claimID{t.ID, t.ClaimToken}] = true
 				}
@@ -228,11 +228,13 @@ func heartbeatLease(c *runtimeCase) []string {
 			if op.Input.Op == model.OpExtend && op.Input.Lease != spec.Lease {
 				out = append(out, fmt.Sprintf("%s extended %s for %s; its lease is %s", actor, op.Input.Claim.TaskID, ms(op.Input.Lease), ms(spec.Lease)))
 			}
-			if op.Input.Op == model.OpPop {
+			if op.Input.Op == model.OpPop || op.Input.Op == model.OpAckBatch {
 				for _, t := range op.Output.Tasks {
 					deadline[claimID{t.ID, t.ClaimToken}] = t.Deadline
 				}
-				continue
+				if op.Input.Op == model.OpPop {
+					continue
+				}
 			}
 			for _, d := range decisionsOf(op) {
 				if !d.worker {

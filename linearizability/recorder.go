@@ -352,6 +352,9 @@ func batchOut(o *Output, r core.BatchResult) {
 		t := cloneTask(it.Task)
 		o.Items[i].Task = &t
 	}
+	for _, t := range r.Claimed {
+		o.Tasks = append(o.Tasks, cloneTask(t))
+	}
 }
 
 // EnqueueBatch implements core.BatchStore when the wrapped store does.
@@ -374,7 +377,7 @@ func (c *Client) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batc
 	if !ok {
 		return core.BatchResult{}, errNoBatch
 	}
-	in := Input{Queue: p.Queue, Op: model.OpAckBatch, Acks: make([]AckRef, len(p.Acks))}
+	in := Input{Queue: p.Queue, Op: model.OpAckBatch, Acks: make([]AckRef, len(p.Acks)), Lease: p.Pop.Lease, Limit: p.Pop.N}
 	for i, a := range p.Acks {
 		in.Acks[i] = AckRef{ClaimRef: *claimRef(a.Claim), Queue: a.Claim.Queue, Result: bytes.Clone(a.Result)}
 	}

@@ -380,7 +380,10 @@ func buildQueue(h *linearizability.History, qe linearizability.QueueExplanation)
 			}
 			open[id] = still
 			switch op.Input.Op {
-			case model.OpPop:
+			case model.OpPop, model.OpAckBatch: // an AckBatch's pop claims as a Pop does
+				if t.State != model.Running {
+					break // an item the AckBatch acknowledged
+				}
 				l.Claims = append(l.Claims, Claim{Holder: op.Actor, Token: t.ClaimToken, Lease: ms(op.Input.Lease), Deadline: h.At(t.Deadline), From: col, To: -1})
 				open[id] = append(open[id], len(l.Claims)-1)
 			case model.OpClaimExpired:
