@@ -373,9 +373,14 @@ func (s *Store) pop(t tx, queue string, lease time.Duration, n int, now time.Tim
 	return tasks, err
 }
 
-// popReturning claims the first n Ready tasks with one UPDATE … RETURNING.
+// popReturning claims the first n Ready tasks with one UPDATE … RETURNING
+// (for one task, one that needs no ranking: sqlPopOne).
 func (t tx) popReturning(queue string, n int, now, deadline time.Time) ([]model.Task, error) {
-	tasks, err := scanTasks(t.query(sqlPopReturning, queue, n, micros(now), micros(deadline)))
+	q := sqlPopReturning
+	if n == 1 {
+		q = sqlPopOne
+	}
+	tasks, err := scanTasks(t.query(q, queue, n, micros(now), micros(deadline)))
 	if err != nil {
 		return nil, err
 	}

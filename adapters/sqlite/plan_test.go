@@ -21,7 +21,7 @@ func TestPlansReadIndexesInOrder(t *testing.T) {
 	defer s.Close()
 	statements := map[string]string{
 		"insert": sqlInsertNew, "draw": sqlDraw, "seq": sqlSeq, "any task": sqlAnyTask, "damaged deadline": sqlDamagedDeadline, "pending": sqlPending, "promote": sqlPromote,
-		"pop returning": sqlPopReturning, "pop select": sqlPopSelect, "pop claim": sqlPopClaim,
+		"pop returning": sqlPopReturning, "pop one": sqlPopOne, "pop select": sqlPopSelect, "pop claim": sqlPopClaim,
 		"extend": sqlExtend, "ack": sqlAck, "fail": sqlFail, "retry": sqlRetry,
 		"claim expired": sqlClaimExpired, "requeue": sqlRequeue, "finalize": sqlFinalize,
 		"recover expired": sqlRecoverExpired, "inspect requeue": sqlInspectRequeue, "remove": sqlRemove,
@@ -36,6 +36,7 @@ func TestPlansReadIndexesInOrder(t *testing.T) {
 	want := map[string][]string{
 		"promote":         {"INDEX tasks_scheduled", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
 		"pop returning":   {"INDEX tasks_ready", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
+		"pop one":         {"INDEX tasks_ready", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
 		"pop select":      {"INDEX tasks_ready"},
 		"claim expired":   {"INDEX tasks_running", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
 		"recover expired": {"INDEX tasks_running", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},

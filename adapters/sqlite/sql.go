@@ -102,6 +102,15 @@ UPDATE tasks SET state = %[2]d, version = %[3]s + picked.rank, claim_token = %[3
 FROM picked WHERE tasks.rowid = picked.rid AND tasks.queue = ?1 AND tasks.state IN (%[4]s)
 RETURNING %[5]s`, model.Ready, model.Running, seqBase, from(model.OpPop), qualifiedColumns)
 
+	// sqlPopReturning for n = 1 (?2): the first Ready task, found by a
+	// subquery on the index, stamped with the next sequence value, without
+	// the ranking of a batch.
+	sqlPopOne = fmt.Sprintf(`UPDATE tasks SET state = %[1]d, version = %[2]s + 1, claim_token = %[2]s + 1,
+  attempt = attempt + 1, claimed_at = ?3, deadline = ?4
+WHERE rowid = (SELECT rowid FROM tasks WHERE queue = ?1 AND state = %[3]d ORDER BY priority DESC, version LIMIT ?2 + 0)
+  AND queue = ?1 AND state IN (%[4]s)
+RETURNING %[5]s`, model.Running, seqBase, model.Ready, from(model.OpPop), taskColumns)
+
 	// ?1 queue, ?2 n
 	sqlPopSelect = fmt.Sprintf(`SELECT %s FROM tasks WHERE queue = ?1 AND state = %d ORDER BY priority DESC, version LIMIT ?2 + 0`,
 		taskColumns, model.Ready)
