@@ -458,6 +458,18 @@ func TestGarbageInAQueueWideRecordIsCorrupt(t *testing.T) {
 			[]string{"Pop", "Enqueue", "Promote", "Retry", "Requeue", "Get"}},
 		{"FailedIDIndexIsAList", func(f *fixture) { f.redis("DEL", f.keys["ids:failed"]); f.redis("RPUSH", f.keys["ids:failed"], "x") }, "bad",
 			[]string{"Fail", "Finalize", "RecoverExpired", "Counts", "Listfailed", "Get"}},
+		// The index writes of a move check their own keys: the ID index's
+		// ZADD fails first with nothing written; the order index's fails
+		// second, and the entry the first added is taken out again.
+		{"ReadyIDIndexIsAString", func(f *fixture) { f.redis("DEL", f.keys["ids:ready"]); f.redis("SET", f.keys["ids:ready"], "x") }, "run",
+			[]string{"Enqueue", "Requeue", "InspectRequeue"}},
+		{"SucceededIDIndexIsAList", func(f *fixture) {
+			f.redis("DEL", f.keys["ids:succeeded"])
+			f.redis("RPUSH", f.keys["ids:succeeded"], "x")
+		}, "run",
+			[]string{"Ack"}},
+		{"FinishedIndexIsAString", func(f *fixture) { f.redis("DEL", f.keys["finished"]); f.redis("SET", f.keys["finished"], "x") }, "run",
+			[]string{"Ack", "Fail"}},
 		{"QuarantineIndexIsAString", func(f *fixture) {
 			f.redis("SET", f.keys["ids:quarantined"], "x")
 			f.redis("SET", f.s.TaskKey(f.q, "rdy"), "garbage")

@@ -86,9 +86,13 @@
 // not parse, a task breaking a rule every task keeps, an index entry without
 // its task or at the wrong score) and the sequence. Anything wrong is
 // refused with core.ErrCorrupt and nothing written; a refused operation of
-// any kind changes nothing. The type of the order index a task enters is
-// checked by the write itself: that ZADD is the operation's first write, so
-// a key of another type fails it before anything is written.
+// any kind changes nothing. The types of the two indexes a task enters are
+// checked by the writes themselves, with no TYPE read: the ZADD to the new
+// state's ID index is the operation's first write, so a key of another type
+// fails it before anything is written; the ZADD to the order index comes
+// next, and when that key is of another type the entry just added to the
+// ID index is removed again before the refusal (one script, so no one sees
+// it), and the call still changes nothing.
 //
 // # Damaged records
 //

@@ -42,9 +42,10 @@
 -- Every script validates everything (arguments, key types, each stored field
 -- it reads, index entries against their task) before its first write and
 -- refuses with a code; a refusal therefore never follows a write (the first
--- write, a ZADD, checks its own key's type: failing, it wrote nothing; see
--- move). Lua errors do not roll back, so this order is what makes a refused
--- call change nothing.
+-- write, a ZADD, checks its own key's type: failing, it wrote nothing; the
+-- second, a ZADD too, takes the first one's entry out again when it fails;
+-- see move). Lua errors do not roll back, so this order is what makes a
+-- refused call change nothing.
 
 local OK, INVALID, STALE, NOT_FOUND, TRANSITION, EXISTS, VERSION_CONFLICT,
   QUEUE_FULL, CORRUPT, EXHAUSTED = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9
@@ -611,19 +612,30 @@ end
 
 -- move writes a task a call changed, as the call's first write: out of the
 -- indexes of the state it was in (t.was, nil for a new task) and into those
--- of its state, then saved. It checks the keys it writes before it writes:
--- the ID index of the new state with TYPE (when the state changes), the
--- order index with the ZADD that comes first. An index both states share is
--- written once (a ZADD updates the score).
+-- of its state, then saved. The two indexes it adds to are checked by the
+-- writes themselves, with no TYPE read: the ZADD to the new state's ID
+-- index comes first (when the state changes), so a key of another type
+-- fails it with nothing written; the ZADD to the order index comes next,
+-- and when its key is of another type the entry the first ZADD added is
+-- taken out again before the refusal, so the call still changes nothing
+-- (the script is atomic: no one sees the entry in between). The indexes of
+-- the old state were read by the checks, so their ZREMs cannot fail. An
+-- index both states share is written once (a ZADD updates the score).
 local function move(t)
   local was, o, i = t.was, ORDER[t.state], IDS[t.state]
-  if was ~= t.state then writable(i) end
-  zadd_first(o, fmt(score(t)), t.id)
-  if was and ORDER[was] ~= o then redis.call('ZREM', KEYS[ORDER[was]], t.id) end
-  if was ~= t.state then
-    if was then redis.call('ZREM', KEYS[IDS[was]], t.id) end
-    redis.call('ZADD', KEYS[i], '0', t.id)
+  if was == t.state then
+    zadd_first(o, fmt(score(t)), t.id)
+  else
+    local added = redis.pcall('ZADD', KEYS[i], '0', t.id)
+    if type(added) == 'table' and added.err then refuse(CORRUPT, KEYS[i], added.err) end
+    local r = redis.pcall('ZADD', KEYS[o], fmt(score(t)), t.id)
+    if type(r) == 'table' and r.err then
+      if added == 1 then redis.call('ZREM', KEYS[i], t.id) end
+      refuse(CORRUPT, KEYS[o], r.err)
+    end
   end
+  if was and ORDER[was] ~= o then redis.call('ZREM', KEYS[ORDER[was]], t.id) end
+  if was and was ~= t.state then redis.call('ZREM', KEYS[IDS[was]], t.id) end
   save(t)
 end
 
