@@ -123,11 +123,25 @@
 //
 // # Damaged rows
 //
-// A row whose values are out of their ranges (an unknown state, a version
-// below 1), whose error history is not a JSON array of entries, or whose
-// fields disagree with its state (a Running task without a deadline, a
-// queued one holding a token) makes the operation that reads it fail with
-// an error wrapping core.ErrCorrupt, and roll back. A queue that has tasks
-// but no sequence row, or a sequence at 0, is ErrCorrupt too, never a
-// restart of the versions that could reissue a token a live claim holds.
+// One damaged row does not stop its queue (see "Damaged records" in package
+// model). A row whose values are out of their ranges (an unknown state, a
+// version below 1), whose error history is not a JSON array of entries, or
+// whose fields disagree with its state (a Running task without a deadline,
+// a queued one holding a token) is a damaged record. The scans (Promote,
+// Pop, ClaimExpired, RecoverExpired) set such a row they reach aside in
+// their own transaction: its state becomes Quarantined (in no partial
+// index) and the quarantine column (schema version 2) says why; no version
+// is drawn, and the scan goes on with the sound tasks. The common case
+// costs nothing more: only a scan that met a damaged row runs again, in a
+// new transaction that sets each such row aside from a savepoint. A
+// decision on a damaged row (Extend, Ack, Fail, Retry, Requeue, Finalize,
+// InspectRequeue) is an error wrapping core.ErrCorrupt and rolls back; Get
+// shows it as quarantined with the reason and List passes over it, both
+// without writing; Remove with no expected version deletes it. Counts and
+// List(core.Quarantined) include rows set aside and rows whose state is
+// none. A decision that rewrites the damaged column itself (RecoverExpired
+// clears a damaged claim token) finds a sound row afterwards and goes on.
+// A queue that has tasks but no sequence row, or a sequence at 0, is
+// ErrCorrupt for every operation that needs it, never a restart of the
+// versions that could reissue a token a live claim holds.
 package postgres

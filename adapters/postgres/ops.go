@@ -70,7 +70,12 @@ func probeRow(row pgx.Row, queue, id string) (state model.State, token, version 
 	if err != nil {
 		return 0, 0, 0, false, err
 	}
-	if st < int16(model.Scheduled) || st > int16(model.Failed) || tok < 0 || ver < 1 {
+	if st < int16(model.Scheduled) || st > int16(model.Failed) {
+		// Set aside, or a state that is none: a record without a version
+		// or token anyone may name.
+		return model.Quarantined, 0, 0, true, nil
+	}
+	if tok < 0 || ver < 1 {
 		return 0, 0, 0, false, corrupt("task %q in queue %q: state %d, token %d, version %d", id, queue, st, tok, ver)
 	}
 	return model.State(st), uint64(tok), uint64(ver), true, nil
@@ -173,35 +178,18 @@ func (o *opTx) enqueue(a model.EnqueueArgs) (model.Task, error) {
 func (s *Store) Promote(ctx context.Context, p core.PromoteParams) (core.IDsResult, error) {
 	validate := func() error { return model.ValidateLimit(p.Limit) }
 	var ids []string
-	now, err := s.write(ctx, p.Queue, 0, validate, func(o *opTx) error {
+	now, err := s.scanWrite(ctx, p.Queue, 0, validate, func(o *opTx) error {
 		ids = []string{}
 		if !o.has {
 			return nil
 		}
-		rows, err := o.tx.Query(o.ctx, s.q.promote, p.Queue, o.now.UnixMicro(), limitArg(p.Limit))
+		got, err := scanTasks(o.tx.Query(o.ctx, s.q.promote, p.Queue, o.now.UnixMicro(), limitArg(p.Limit)))
 		if err != nil {
 			return err
 		}
-		type promoted struct {
-			id      []byte
-			version int64
-		}
-		var got []promoted
-		for rows.Next() {
-			var r promoted
-			if err := rows.Scan(&r.id, &r.version); err != nil {
-				rows.Close()
-				return err
-			}
-			got = append(got, r)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		slices.SortFunc(got, func(a, b promoted) int { return int(a.version - b.version) })
-		for _, r := range got {
-			ids = append(ids, string(r.id))
+		byVersion(got)
+		for _, t := range got {
+			ids = append(ids, t.ID)
 		}
 		if len(ids) > 0 {
 			return o.notify()
@@ -231,7 +219,7 @@ func (s *Store) Pop(ctx context.Context, p core.PopParams) (core.TasksResult, er
 			return o.popPiped(p.Lease, p.N, b, &tasks)
 		}
 	}
-	now, err := s.writePiped(ctx, p.Queue, 0, validate, func(o *opTx) (err error) {
+	now, err := s.scanWrite(ctx, p.Queue, 0, validate, func(o *opTx) (err error) {
 		tasks, err = o.pop(p.Lease, p.N)
 		return err
 	}, pipe)
@@ -474,7 +462,7 @@ func (s *Store) ClaimExpired(ctx context.Context, p core.ClaimExpiredParams) (co
 		return model.ValidateLimit(p.Limit)
 	}
 	var claims []model.ReapClaim
-	now, err := s.write(ctx, p.Queue, 0, validate, func(o *opTx) error {
+	now, err := s.scanWrite(ctx, p.Queue, 0, validate, func(o *opTx) error {
 		claims = []model.ReapClaim{}
 		if !o.has {
 			return nil
@@ -499,13 +487,14 @@ func (s *Store) ClaimExpired(ctx context.Context, p core.ClaimExpiredParams) (co
 	return core.ReapResult{Now: now, Claims: claims}, nil
 }
 
-// soundDeadlines fails with ErrCorrupt if a Running task of the queue has
-// no deadline, which the expiry scans would skip forever.
+// soundDeadlines fails with a *damagedError (which scanWrite sets aside) if
+// a Running task of the queue has no deadline, which the expiry scans would
+// skip forever.
 func (o *opTx) soundDeadlines() error {
 	var id []byte
 	switch err := o.tx.QueryRow(o.ctx, o.s.q.damagedDeadline, o.queue).Scan(&id); {
 	case err == nil:
-		return corrupt("task %q in queue %q: running without a deadline", id, o.queue)
+		return &damagedError{queue: o.queue, id: string(id), reason: "running without a deadline"}
 	case !errors.Is(err, pgx.ErrNoRows):
 		return err
 	}
@@ -588,7 +577,7 @@ func (s *Store) RecoverExpired(ctx context.Context, p core.RecoverExpiredParams)
 		return model.ValidateLimit(p.Limit)
 	}
 	var tasks []model.Task
-	now, err := s.write(ctx, p.Queue, 0, validate, func(o *opTx) (err error) {
+	now, err := s.scanWrite(ctx, p.Queue, 0, validate, func(o *opTx) (err error) {
 		tasks = []model.Task{}
 		if !o.has {
 			return nil
@@ -630,8 +619,17 @@ func (s *Store) inspectorOp(ctx context.Context, op model.Op, p core.InspectPara
 			return fmt.Errorf("%w: %q", core.ErrNotFound, p.ID)
 		}
 		got, found, err := o.oneTask(q, p.Queue, []byte(p.ID), int64(p.Expect))
+		var d *damagedError
+		if op == model.OpRemove && errors.As(err, &d) {
+			// A record that does not decode: deleted when no version
+			// is expected, since it has none anyone could have seen.
+			got, found, err = d.quarantinedTask(), true, nil
+		}
 		if err != nil {
 			return err
+		}
+		if found && got.State == model.Quarantined && p.Expect != 0 {
+			return fmt.Errorf("%w: task %q is quarantined: it has no version to expect", core.ErrConflict, p.ID)
 		}
 		if !found {
 			state, _, version, found, err := o.probe(p.ID)
@@ -734,6 +732,10 @@ func (s *Store) Get(ctx context.Context, p core.GetParams) (core.Task, error) {
 	var task model.Task
 	err := s.read(ctx, p.Queue, func() error { return model.ValidateID(p.ID) }, func() error {
 		ts, err := scanTasks(s.pool.Query(ctx, s.q.get, p.Queue, []byte(p.ID)))
+		var d *damagedError
+		if errors.As(err, &d) {
+			ts, err = []model.Task{d.quarantinedTask()}, nil // shown, not set aside
+		}
 		if err != nil {
 			return err
 		}
@@ -750,15 +752,24 @@ func (s *Store) Get(ctx context.Context, p core.GetParams) (core.Task, error) {
 func (s *Store) List(ctx context.Context, p core.ListParams) (core.ListResult, error) {
 	validate := func() error { return model.ValidateList(p.State, p.Limit) }
 	var res core.ListResult
-	if p.State == model.Quarantined {
-		// This adapter sets no row aside yet: a row it cannot read is
-		// ErrCorrupt for the operations that meet it.
-		return res, s.read(ctx, p.Queue, validate, func() error { return nil })
-	}
 	err := s.read(ctx, p.Queue, validate, func() error {
-		ts, err := scanTasks(s.pool.Query(ctx, s.q.list[p.State], p.Queue, []byte(p.After), p.Limit+1))
-		if err != nil {
-			return err
+		// A damaged row still in a state is passed over (only a scan sets
+		// it aside); in Quarantined, it is listed with why.
+		var ts []model.Task
+		after := p.After
+		for len(ts) <= p.Limit {
+			got, damaged, n, last, err := scanLenient(s.pool.Query(ctx, s.q.list[p.State], p.Queue, []byte(after), p.Limit+1))
+			if err != nil {
+				return err
+			}
+			if p.State == model.Quarantined {
+				got = sortedByID(append(got, damaged...))
+			}
+			ts = append(ts, got...)
+			if n <= p.Limit {
+				break
+			}
+			after = last
 		}
 		if len(ts) > p.Limit {
 			ts = ts[:p.Limit]
@@ -790,7 +801,7 @@ func (s *Store) Counts(ctx context.Context, p core.CountsParams) (core.Counts, e
 			}
 			switch state := model.State(st); {
 			case st < int16(model.Scheduled) || st > int16(model.Failed):
-				return corrupt("queue %q: tasks in state %d", p.Queue, st)
+				c.Quarantined += int(n) // set aside, or a state that is none
 			case state == model.Scheduled:
 				c.Scheduled = int(n)
 			case state == model.Ready:

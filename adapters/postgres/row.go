@@ -64,18 +64,22 @@ type rawTask struct {
 	maxAttempts, version, token, timeout             int64
 	enqueuedAt, runAfter, claimedAt, deadline, finAt *int64
 	errors                                           string
+	quarantine                                       *string
 }
 
 func (r *rawTask) dest() []any {
 	return []any{&r.queue, &r.id, &r.payload, &r.priority, &r.state, &r.attempt, &r.maxAttempts, &r.version,
-		&r.token, &r.enqueuedAt, &r.runAfter, &r.claimedAt, &r.deadline, &r.finAt, &r.errors, &r.result, &r.timeout}
+		&r.token, &r.enqueuedAt, &r.runAfter, &r.claimedAt, &r.deadline, &r.finAt, &r.errors, &r.result, &r.timeout, &r.quarantine}
 }
 
-// decode turns a row into a Task, or returns an error wrapping
-// core.ErrCorrupt saying what does not hold: a value out of its range, an
+// decode turns a row into a Task, or returns a *damagedError (wrapping
+// core.ErrCorrupt) saying what does not hold: a value out of its range, an
 // error history that is not a JSON array of entries, or fields that
-// disagree with the state.
+// disagree with the state. A record set aside is a quarantined Task.
 func (r *rawTask) decode() (model.Task, error) {
+	if r.state == int16(model.Quarantined) && r.quarantine != nil && *r.quarantine != "" {
+		return model.Task{Queue: r.queue, ID: string(r.id), State: model.Quarantined, Quarantine: *r.quarantine}, nil
+	}
 	t := model.Task{
 		Queue: r.queue, ID: string(r.id), Payload: nilIfEmpty(r.payload), Priority: int(r.priority),
 		State: model.State(r.state), Attempt: int(r.attempt), MaxAttempts: int(r.maxAttempts),
@@ -85,7 +89,7 @@ func (r *rawTask) decode() (model.Task, error) {
 		FinishedAt: fromNullMicros(r.finAt), Result: nilIfEmpty(r.result), Timeout: time.Duration(r.timeout),
 	}
 	bad := func(format string, args ...any) (model.Task, error) {
-		return model.Task{}, corrupt("task %q in queue %q: "+format, append([]any{t.ID, t.Queue}, args...)...)
+		return model.Task{}, &damagedError{queue: t.Queue, id: t.ID, reason: fmt.Sprintf(format, args...)}
 	}
 	switch {
 	case r.state < int16(model.Scheduled) || r.state > int16(model.Failed):

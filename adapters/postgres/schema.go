@@ -14,7 +14,7 @@ import (
 
 // SchemaVersion is the version of the schema this build creates and uses.
 // Open migrates an older schema forward and refuses a newer one.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // migrations[i] brings a schema at version i to version i+1. Each runs in
 // the transaction that records its version in schema_version. "{s}" is the
@@ -55,6 +55,9 @@ CREATE INDEX tasks_state ON {s}.tasks (queue, state, id);
 	// 2: the attempt timeout stored with a task, in nanoseconds (0: none);
 	// the tasks of version 1 have none.
 	`ALTER TABLE {s}.tasks ADD COLUMN timeout_ns bigint NOT NULL DEFAULT 0;`,
+	// 3: a record set aside (state Quarantined, in no partial index) keeps
+	// why in quarantine.
+	`ALTER TABLE {s}.tasks ADD COLUMN quarantine text`,
 }
 
 // migrate creates the schema if needed and applies the migrations it lacks,

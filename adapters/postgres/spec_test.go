@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/leasehold/leasehold/adapters/postgres"
 	"github.com/leasehold/leasehold/core"
 	"github.com/leasehold/leasehold/internal/pgtest"
@@ -35,6 +37,22 @@ func harness(mode postgres.PopMode) spec.Harness {
 		New: func(tb testing.TB, clock core.Clock, capacity int) core.Store {
 			return newStore(tb, postgres.WithClock(clock), postgres.WithCapacity(capacity), postgres.WithPopMode(mode))
 		},
+		Damage: damageRow,
+	}
+}
+
+// damageRow gives a task an error history that is a JSON object, not an
+// array: every column its state's index reads stays as it was.
+func damageRow(tb testing.TB, s core.Store, queue, id string) {
+	tb.Helper()
+	ps, ok := s.(*postgres.Store)
+	if !ok {
+		tb.Fatalf("Damage: not a store of this harness")
+	}
+	q := `UPDATE ` + pgx.Identifier{ps.Schema()}.Sanitize() + `.tasks SET errors = '{"a": 1}' WHERE queue = $1 AND id = $2`
+	tag, err := ps.Pool().Exec(context.Background(), q, queue, []byte(id))
+	if err != nil || tag.RowsAffected() != 1 {
+		tb.Fatalf("Damage(%s): %v, %d rows", id, err, tag.RowsAffected())
 	}
 }
 

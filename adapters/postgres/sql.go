@@ -39,7 +39,7 @@ func from(op model.Op) string {
 }
 
 const (
-	taskColumns = `queue, id, payload, priority, state, attempt, max_attempts, version, claim_token, enqueued_at, run_after, claimed_at, deadline, finished_at, errors::text, result, timeout_ns`
+	taskColumns = `queue, id, payload, priority, state, attempt, max_attempts, version, claim_token, enqueued_at, run_after, claimed_at, deadline, finished_at, errors::text, result, timeout_ns, quarantine`
 	// nowMicros is the database's clock in Unix microseconds.
 	nowMicros = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
 	// seqBase is the sequence's value before the statement.
@@ -85,6 +85,7 @@ type queries struct {
 	ackMany                                             string
 	damagedDeadline, claimExpired, requeue, finalize    string
 	recoverExpired, inspectRequeue, remove, prune       string
+	setAside                                            string
 	get, counts, queues                                 string
 	list                                                map[model.State]string
 	notify                                              string
@@ -130,13 +131,15 @@ func buildQueries(schema string) queries {
 			seqBase, model.Scheduled, model.Ready, model.Running),
 
 		// $1 queue, $2 now, $3 limit (NULL: none)
+		// Every promoted row comes back whole, so that a damaged one is
+		// found (and set aside) rather than promoted.
 		promote: f(`WITH due AS (
   SELECT id, row_number() OVER (ORDER BY run_after, id) AS rank FROM (
     SELECT id, run_after FROM {s}.tasks WHERE queue = $1 AND state = %[1]d AND run_after <= $2 ORDER BY run_after, id LIMIT $3 FOR UPDATE) d
 ), u AS (
   UPDATE {s}.tasks t SET state = %[2]d, version = %[3]s + due.rank
-  FROM due WHERE t.queue = $1 AND t.id = due.id AND t.state IN (%[4]s) RETURNING t.id, t.version)`+bump+` SELECT id, version FROM u`,
-			model.Scheduled, model.Ready, seqBase, from(model.OpPromote)),
+  FROM due WHERE t.queue = $1 AND t.id = due.id AND t.state IN (%[4]s) RETURNING %[5]s)`+bump+` SELECT %[6]s FROM u`,
+			model.Scheduled, model.Ready, seqBase, from(model.OpPromote), qualified("t"), taskColumns),
 
 		// $1 queue, $2 n, $3 now, $4 deadline
 		// The claimed rows are found again by their physical address
@@ -242,8 +245,12 @@ hit AS MATERIALIZED (
   claim_token = 0, claimed_at = NULL, deadline = NULL, finished_at = NULL
   WHERE queue = $1 AND id = $2 AND ($3 = 0 OR version = $3) AND state IN (%s) RETURNING %s)`+bump+` SELECT %[4]s FROM u`,
 			seqBase, model.Ready, from(model.OpInspectRequeue), taskColumns),
-		remove: f(`DELETE FROM {s}.tasks WHERE queue = $1 AND id = $2 AND ($3 = 0 OR version = $3) AND state IN (%s) RETURNING %s`,
-			from(model.OpRemove), taskColumns),
+		// Remove is legal from every state, Quarantined included (and a
+		// row whose state is none); the caller refuses an expected version
+		// on a record it cannot read.
+		remove: f(`DELETE FROM {s}.tasks WHERE queue = $1 AND id = $2 AND ($3 = 0 OR version = $3) RETURNING %s`, taskColumns),
+		// $1 queue, $2 id, $3 why
+		setAside: f(`UPDATE {s}.tasks SET state = %d, quarantine = $3 WHERE queue = $1 AND id = $2`, model.Quarantined),
 
 		// $1 queue, $2 before, $3 succeeded wanted, $4 failed wanted, $5
 		// limit (NULL: none). Each state is read in index order up to the
@@ -274,6 +281,9 @@ DELETE FROM {s}.tasks t USING doomed WHERE t.queue = $1 AND t.id = doomed.id RET
 	for _, st := range model.States {
 		q.list[st] = f(`SELECT %s FROM {s}.tasks WHERE queue = $1 AND state = %d AND id > $2 ORDER BY id LIMIT $3`, taskColumns, st)
 	}
+	// Records set aside, and rows whose state is none.
+	q.list[model.Quarantined] = f(`SELECT %s FROM {s}.tasks WHERE queue = $1 AND state NOT IN (%s) AND id > $2 ORDER BY id LIMIT $3`,
+		taskColumns, lifeStates())
 	return q
 }
 

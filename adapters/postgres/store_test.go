@@ -162,10 +162,13 @@ func TestSchemasAreIsolatedAndVersioned(t *testing.T) {
 	}
 }
 
-// TestDamagedRowsAreErrCorrupt: rows changed behind the store's back are
-// refused with ErrCorrupt by the operations that read them, and the
-// operation changes nothing.
-func TestDamagedRowsAreErrCorrupt(t *testing.T) {
+// TestDamagedRowsAreSetAside: rows changed behind the store's back are
+// damaged records: Get shows them quarantined and writes nothing, a
+// decision on one is ErrCorrupt (a row whose state is none holds no claim:
+// ErrStaleClaim), the scan that meets one sets it aside with the reason
+// and draws no version, and the operator removes it. A lost sequence row
+// is the queue's damage: ErrCorrupt.
+func TestDamagedRowsAreSetAside(t *testing.T) {
 	ctx := context.Background()
 	damage := map[string]string{
 		"unknown state":           `UPDATE %s.tasks SET state = 9`,
@@ -176,7 +179,8 @@ func TestDamagedRowsAreErrCorrupt(t *testing.T) {
 	}
 	for name, q := range damage {
 		t.Run(name, func(t *testing.T) {
-			s := newStore(t)
+			clock := core.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+			s := newStore(t, postgres.WithClock(clock))
 			enqueue(t, s, "q", "a")
 			pop, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Minute, N: 1})
 			if err != nil || len(pop.Tasks) != 1 {
@@ -185,16 +189,49 @@ func TestDamagedRowsAreErrCorrupt(t *testing.T) {
 			if _, err := s.Pool().Exec(ctx, sprintf(q, pgx.Identifier{s.Schema()}.Sanitize())); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.Get(ctx, core.GetParams{Queue: "q", ID: "a"}); !errors.Is(err, core.ErrCorrupt) {
-				t.Errorf("Get: %v, want ErrCorrupt", err)
+			seq := func() int64 {
+				var seq int64
+				if err := s.Pool().QueryRow(ctx, `SELECT seq FROM `+pgx.Identifier{s.Schema()}.Sanitize()+`.queues`).Scan(&seq); err != nil {
+					t.Fatal(err)
+				}
+				return seq
+			}
+			if got, err := s.Get(ctx, core.GetParams{Queue: "q", ID: "a"}); err != nil || got.State != core.Quarantined || got.Quarantine == "" {
+				t.Errorf("Get: %+v, %v; want it quarantined with the reason", got, err)
 			}
 			_, err = s.Extend(ctx, core.ExtendParams{Claim: pop.Tasks[0].Claim(), Lease: time.Minute})
-			if name != "running without a claim" && !errors.Is(err, core.ErrCorrupt) {
-				t.Errorf("Extend: %v, want ErrCorrupt", err)
+			want := core.ErrCorrupt
+			if name == "running without a claim" || name == "unknown state" {
+				want = core.ErrStaleClaim
 			}
-			var seq int64
-			if err := s.Pool().QueryRow(ctx, `SELECT seq FROM `+pgx.Identifier{s.Schema()}.Sanitize()+`.queues`).Scan(&seq); err != nil || seq != 2 {
-				t.Errorf("sequence %d (%v) after refused operations, want 2", seq, err)
+			if !errors.Is(err, want) {
+				t.Errorf("Extend: %v, want %v", err, want)
+			}
+			if n := seq(); n != 2 {
+				t.Errorf("sequence %d after refused operations, want 2", n)
+			}
+			clock.Advance(2 * time.Minute)
+			if res, err := s.ClaimExpired(ctx, core.ClaimExpiredParams{Queue: "q", ClaimTTL: time.Minute}); err != nil || len(res.Claims) != 0 {
+				t.Errorf("ClaimExpired: %+v, %v; want nothing claimed", res.Claims, err)
+			}
+			if n := seq(); n != 2 {
+				t.Errorf("sequence %d after a record was set aside, want 2", n)
+			}
+			list, err := s.List(ctx, core.ListParams{Queue: "q", State: core.Quarantined, Limit: 10})
+			if err != nil || len(list.Tasks) != 1 || list.Tasks[0].ID != "a" || list.Tasks[0].Quarantine == "" {
+				t.Errorf("List(quarantined): %+v, %v", list.Tasks, err)
+			}
+			if c, err := s.Counts(ctx, core.CountsParams{Queue: "q"}); err != nil || c != (core.Counts{Quarantined: 1}) {
+				t.Errorf("Counts: %+v, %v; want 1 quarantined", c, err)
+			}
+			if _, err := s.Remove(ctx, core.InspectParams{Queue: "q", ID: "a", Expect: 2}); !errors.Is(err, core.ErrConflict) {
+				t.Errorf("Remove with a version: %v, want ErrConflict", err)
+			}
+			if r, err := s.Remove(ctx, core.InspectParams{Queue: "q", ID: "a"}); err != nil || r.Task.State != core.Quarantined {
+				t.Errorf("Remove: %+v, %v; want the quarantined record", r.Task, err)
+			}
+			if _, err := s.Get(ctx, core.GetParams{Queue: "q", ID: "a"}); !errors.Is(err, core.ErrNotFound) {
+				t.Errorf("Get after Remove: %v, want ErrNotFound", err)
 			}
 		})
 	}
