@@ -618,18 +618,32 @@ func (s *Store) inspectorOp(ctx context.Context, op model.Op, p core.InspectPara
 		if !o.has {
 			return fmt.Errorf("%w: %q", core.ErrNotFound, p.ID)
 		}
+		guarded := op == model.OpRemove && p.Expect != 0
+		if guarded {
+			// A damaged row at the expected version is deleted by the
+			// statement before it fails to decode: undone here, since a
+			// refusal must change nothing.
+			if _, err := o.tx.Exec(o.ctx, `SAVEPOINT expect`); err != nil {
+				return err
+			}
+		}
 		got, found, err := o.oneTask(q, p.Queue, []byte(p.ID), int64(p.Expect))
 		var d *damagedError
-		if op == model.OpRemove && errors.As(err, &d) {
+		switch {
+		case op == model.OpRemove && errors.As(err, &d) && guarded:
+			if _, err := o.tx.Exec(o.ctx, `ROLLBACK TO SAVEPOINT expect`); err != nil {
+				return err
+			}
+			return fmt.Errorf("%w: task %q is damaged: it has no version to expect", core.ErrConflict, p.ID)
+		case op == model.OpRemove && errors.As(err, &d):
 			// A record that does not decode: deleted when no version
 			// is expected, since it has none anyone could have seen.
 			got, found, err = d.quarantinedTask(), true, nil
+		case err == nil && guarded:
+			_, err = o.tx.Exec(o.ctx, `RELEASE SAVEPOINT expect`)
 		}
 		if err != nil {
 			return err
-		}
-		if found && got.State == model.Quarantined && p.Expect != 0 {
-			return fmt.Errorf("%w: task %q is quarantined: it has no version to expect", core.ErrConflict, p.ID)
 		}
 		if !found {
 			state, _, version, found, err := o.probe(p.ID)

@@ -248,7 +248,8 @@ hit AS MATERIALIZED (
 		// Remove is legal from every state, Quarantined included (and a
 		// row whose state is none); the caller refuses an expected version
 		// on a record it cannot read.
-		remove: f(`DELETE FROM {s}.tasks WHERE queue = $1 AND id = $2 AND ($3 = 0 OR version = $3) RETURNING %s`, taskColumns),
+		remove: f(`DELETE FROM {s}.tasks WHERE queue = $1 AND id = $2 AND ($3 = 0 OR version = $3 AND state IN (%s)) RETURNING %s`,
+			lifeStates(), taskColumns),
 		// $1 queue, $2 id, $3 why
 		setAside: f(`UPDATE {s}.tasks SET state = %d, quarantine = $3 WHERE queue = $1 AND id = $2`, model.Quarantined),
 
