@@ -93,18 +93,18 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 			claimed = nil
 			readAcks := o.ackManyPiped(p.Acks, items, b)
 			if p.Pop.N == 0 {
-				return readAcks
+				return func(res pgx.BatchResults) error { return decided(readAcks(res)) }
 			}
 			readPop := o.popPiped(p.Pop.Lease, p.Pop.N, b, &claimed)
 			return func(res pgx.BatchResults) error {
 				if err := readAcks(res); err != nil {
-					return err
+					return decided(err)
 				}
 				return readPop(res)
 			}
 		}
 	}
-	now, err := s.writePiped(ctx, p.Queue, 0, validate, func(o *opTx) error {
+	now, err := s.scanWrite(ctx, p.Queue, 0, validate, func(o *opTx) error {
 		clear(items) // fn runs again when the transaction it shared failed
 		claimed = nil
 		var err error
@@ -114,7 +114,7 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 			err = o.ackEach(p.Acks, items)
 		}
 		if err != nil || p.Pop.N == 0 {
-			return err
+			return decided(err) // an ack does not set a record aside
 		}
 		claimed, err = o.pop(p.Pop.Lease, p.Pop.N)
 		return err

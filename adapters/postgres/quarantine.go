@@ -127,3 +127,13 @@ func sortedByID(ts []model.Task) []model.Task {
 	slices.SortFunc(ts, func(a, b model.Task) int { return strings.Compare(a.ID, b.ID) })
 	return ts
 }
+
+// decided is err of a decision, which refuses a damaged row with
+// core.ErrCorrupt rather than have scanWrite set it aside.
+func decided(err error) error {
+	var d *damagedError
+	if errors.As(err, &d) {
+		return corrupt("task %q in queue %q: %s", d.id, d.queue, d.reason)
+	}
+	return err
+}
