@@ -130,7 +130,7 @@
 // a queued one holding a token) is a damaged record. The scans (Promote,
 // Pop, ClaimExpired, RecoverExpired) set such a row they reach aside in
 // their own transaction: its state becomes Quarantined (in no partial
-// index) and the quarantine column (schema version 2) says why; no version
+// index) and the quarantine column (schema version 3) says why; no version
 // is drawn, and the scan goes on with the sound tasks. The common case
 // costs nothing more: only a scan that met a damaged row runs again, in a
 // new transaction that sets each such row aside from a savepoint. A
