@@ -130,11 +130,16 @@ const (
 	// pause between a claim and its decision is the stalled broker, the
 	// slow worker.
 	Pause
+	// AckPop: a worker's AckBatch of the claim Pick chooses (and, with
+	// More, the one before it) that claims up to N tasks of its queue with
+	// Lease after the acks (N 0: none), as a Worker's acknowledgements do.
+	// On a store that is no core.BatchStore it is an Ack.
+	AckPop
 )
 
 var kindNames = [...]string{"Enqueue", "Promote", "Pop", "Extend", "Ack", "Fail", "Retry",
 	"ClaimExpired", "Requeue", "Finalize", "RecoverExpired", "InspectRequeue", "Remove",
-	"Prune", "Get", "List", "Counts", "Pause"}
+	"Prune", "Get", "List", "Counts", "Pause", "AckPop"}
 
 // String returns the kind's name.
 func (k Kind) String() string {
@@ -206,6 +211,7 @@ type Step struct {
 	State  model.State   `json:"state,omitempty"`  // List
 	Cursor bool          `json:"cursor,omitempty"` // List: after = Task
 	Prune  []model.State `json:"prune,omitempty"`  // Prune's states
+	More   bool          `json:"more,omitempty"`   // AckPop: also the claim before the picked one
 	Fault  Fault         `json:"fault,omitempty"`
 }
 
@@ -392,6 +398,12 @@ func (p *Plan) describeStep(s Step) string {
 		d = fmt.Sprintf("%s %v %s limit %d", q, s.Prune, ms(s.Delay), s.N)
 	case Pause:
 		d = ms(s.Delay)
+	case AckPop:
+		d = pick()
+		if s.More {
+			d += " and the one before"
+		}
+		d += fmt.Sprintf(", pop n%d %s", s.N, ms(s.Lease))
 	}
 	out := s.Kind.String() + "(" + d + ")"
 	switch s.Fault {
@@ -563,8 +575,8 @@ func oneOf(t *rapid.T, label string, kinds ...Kind) Kind {
 func (g stepGen) draw(t *rapid.T, role Role) Step {
 	var kind Kind
 	switch role {
-	case Worker: // about Pop 27%, Ack 24%, Retry 10%, Extend 16%, Fail 8%, Pause 17%
-		kind = oneOf(t, "kind", Pop, Ack, Extend, Retry, Pop, Extend, Fail, Ack, Pause, Pause)
+	case Worker: // about Pop 27%, Ack 14%, AckPop 10%, Retry 10%, Extend 16%, Fail 8%, Pause 17%
+		kind = oneOf(t, "kind", Pop, Ack, Extend, Retry, Pop, Extend, Fail, AckPop, Pause, Pause)
 	case Broker: // about ClaimExpired 35%, Requeue 22%, Finalize 10%, RecoverExpired 8%, Promote 8%, Pause 17%
 		kind = oneOf(t, "kind", ClaimExpired, Requeue, ClaimExpired, Finalize, RecoverExpired, ClaimExpired, Promote, Requeue, Pause, Pause)
 	case Producer: // about Enqueue 75%, Promote 10%, Pause 15%
@@ -622,6 +634,11 @@ func (g stepGen) draw(t *rapid.T, role Role) Step {
 		lease()
 	case Ack, Fail, Finalize:
 		pick()
+	case AckPop:
+		pick()
+		s.More = rapid.IntRange(0, 2).Draw(t, "more") == 2
+		s.N = rapid.IntRange(0, 2).Draw(t, "pop")
+		lease()
 	case Retry, Requeue:
 		pick()
 		runAfter()

@@ -294,6 +294,34 @@ func (s *scribbler) Ack(ctx context.Context, p core.AckParams) (core.TaskResult,
 	return scribbleTaskResult(s, r, err)
 }
 
+// AckBatch implements core.BatchStore for a store that is one (the runner
+// calls it only then).
+func (s *scribbler) AckBatch(ctx context.Context, p core.AckBatchParams) (core.BatchResult, error) {
+	bs, ok := s.Store.(ackBatcher)
+	if !ok {
+		return core.BatchResult{}, errNoBatch
+	}
+	s.before()
+	acks := make([]core.AckItem, len(p.Acks))
+	for i, a := range p.Acks {
+		acks[i] = core.AckItem{Claim: a.Claim, Result: bytes.Clone(a.Result)}
+	}
+	p.Acks = acks
+	r, err := bs.AckBatch(ctx, p)
+	for _, a := range acks {
+		scribbleBytes(a.Result)
+	}
+	if err == nil {
+		for i := range r.Items {
+			if r.Items[i].Err == nil {
+				s.task(&r.Items[i].Task)
+			}
+		}
+		s.tasks(r.Claimed)
+	}
+	return r, err
+}
+
 // Fail implements core.Store.
 func (s *scribbler) Fail(ctx context.Context, p core.FailParams) (core.TaskResult, error) {
 	s.before()

@@ -98,10 +98,15 @@ func Execute(ctx context.Context, p *Plan, f Factory) (*History, error) {
 		}
 		defer s.Close()
 		fs := &faultStore{Store: s}
+		var recorded core.Store = fs
+		_, batch := s.(core.BatchStore)
+		if batch {
+			recorded = &batchFaultStore{fs}
+		}
 		name := fmt.Sprintf("%s %d", cp.Role, i)
 		actors[i] = &actor{
-			name: name, index: i, plan: p, clock: clock, fake: fake, rec: rec,
-			faults: fs, store: newScribbler(rec.Client(name, fs), p.Scribble), seen: map[taskKey]uint64{},
+			name: name, index: i, plan: p, clock: clock, fake: fake, rec: rec, batch: batch,
+			faults: fs, store: newScribbler(rec.Client(name, recorded), p.Scribble), seen: map[taskKey]uint64{},
 		}
 	}
 
@@ -174,6 +179,7 @@ type actor struct {
 	rec    *Recorder
 	faults *faultStore
 	store  core.Store
+	batch  bool // the backend's store is a core.BatchStore (so is store then)
 
 	index     int               // the client's index in the plan
 	enqueued  int               // Enqueue steps done
@@ -324,6 +330,31 @@ func (a *actor) do(ctx context.Context, s Step) {
 			_, err := st.Retry(ctx, core.RetryParams{Claim: c, Delay: s.Delay, Message: "retried by " + a.name})
 			a.decided(c, err)
 		}
+	case AckPop:
+		c, ok := a.claim(s)
+		if !ok {
+			a.pop(ctx, q, max(s.Lease, 2*time.Millisecond), 1)
+			return
+		}
+		acks := []core.AckItem{{Claim: c, Result: []byte("done by " + a.name)}}
+		if prev, ok := a.claim(Step{Pick: 1}); s.More && ok && prev != c {
+			acks = append(acks, core.AckItem{Claim: prev, Result: []byte("done too by " + a.name)})
+		}
+		if !a.batch {
+			_, err := st.Ack(ctx, core.AckParams{Claim: c, Result: acks[0].Result})
+			a.decided(c, err)
+			return
+		}
+		r, err := st.(ackBatcher).AckBatch(ctx, core.AckBatchParams{Queue: c.Queue, Acks: acks, Pop: core.AckPop{Lease: s.Lease, N: s.N}})
+		for _, it := range acks {
+			a.decided(it.Claim, err)
+		}
+		if err == nil {
+			for _, t := range r.Claimed {
+				a.claims = append(a.claims, t.Claim())
+			}
+			a.see(r.Claimed...)
+		}
 	case ClaimExpired:
 		a.claimExpired(ctx, q, s.Lease, s.N)
 	case Requeue, Finalize:
@@ -470,6 +501,25 @@ func (f *faultStore) InspectRequeue(ctx context.Context, p core.InspectParams) (
 
 func (f *faultStore) Remove(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
 	return inject(f, func() (core.TaskResult, error) { return f.Store.Remove(ctx, p) })
+}
+
+// ackBatcher is the AckBatch of a core.BatchStore.
+type ackBatcher interface {
+	AckBatch(ctx context.Context, p core.AckBatchParams) (core.BatchResult, error)
+}
+
+// batchFaultStore is a faultStore over a core.BatchStore: its AckBatch
+// calls take the injected fault too.
+type batchFaultStore struct{ *faultStore }
+
+// EnqueueBatch implements core.BatchStore.
+func (f *batchFaultStore) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (core.BatchResult, error) {
+	return inject(f.faultStore, func() (core.BatchResult, error) { return f.Store.(core.BatchStore).EnqueueBatch(ctx, p) })
+}
+
+// AckBatch implements core.BatchStore.
+func (f *batchFaultStore) AckBatch(ctx context.Context, p core.AckBatchParams) (core.BatchResult, error) {
+	return inject(f.faultStore, func() (core.BatchResult, error) { return f.Store.(core.BatchStore).AckBatch(ctx, p) })
 }
 
 func (f *faultStore) Prune(ctx context.Context, p core.PruneParams) (core.IDsResult, error) {
