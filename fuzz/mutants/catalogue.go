@@ -54,6 +54,7 @@ var Catalogue = []Mutant{
 	{"extend-without-guard", "Extend renews the lease of a Running task for any claim, whatever its token", Guard, storeAdapters},
 	{"inspector-requeue-no-version-bump", "an operator's requeue changes the task without stamping a new version", Guard, storeAdapters},
 	{"lease-expiry-off-by-one", "ClaimExpired takes a lease as lapsed when its deadline is before now (< for <=)", Guard, storeAdapters},
+	{"ack-pop-claims-before-acking", "an AckBatch that claims runs its pop before its acks, so the claims' tokens come before the acks' versions and an item may name a token the same step just handed out", Guard, []string{"memory"}},
 	{"token-reused-after-remove", "the sequence is the largest version in use (a rowid), so a remove gives versions and tokens out again", Guard, storeAdapters},
 	{"btree-ascend-skips-last-child", "an index walk skips the subtree after a node's last item, so ClaimExpired, Prune and List stop before the last page of a state holding more than 63 tasks", Edge, []string{"memory"}},
 	{"prune-reads-one-page", "Prune reads one page (256 entries) of the finished index and stops, so a prune of more old tasks deletes only the first page", Edge, []string{"redis"}},
