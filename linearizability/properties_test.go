@@ -119,6 +119,14 @@ func TestRuntimePropertiesCatchTheirViolation(t *testing.T) {
 			op := find(t, h, func(op *linearizability.Operation) bool { return op.Input.Op == model.OpRetry })
 			op.Input.Delay += time.Millisecond
 		}},
+		{"periodic-occurrences", func(t *testing.T, h *linearizability.RuntimeHistory) {
+			// One occurrence accepted twice, as two stores that each let
+			// their own scheduler in would.
+			op := find(t, h, func(op *linearizability.Operation) bool { return op.Input.Op == model.OpEnqueue && op.Output.Err == "" })
+			dup := *op
+			dup.Input.Enqueue.ID = model.OccurrenceID(linearizability.PeriodicName, time.Unix(60, 0))
+			h.History.Operations = append(h.History.Operations, dup, dup)
+		}},
 		{"quiescence", func(t *testing.T, h *linearizability.RuntimeHistory) {
 			h.Final[0].State = model.Running
 		}},
@@ -161,5 +169,52 @@ func TestRuntimePropertiesCatchTheirViolation(t *testing.T) {
 		if !slices.ContainsFunc(cases, func(tc propertyCase) bool { return tc.property == n }) {
 			t.Errorf("no case breaks %s", n)
 		}
+	}
+}
+
+// A plan whose two Clients keep one periodic schedule: the clean history
+// enqueues occurrences and passes, and a scheduler Enqueue under an ID that
+// is not one of the schedule's occurrences breaks periodic-occurrences.
+func TestPeriodicOccurrencesNamesAForeignID(t *testing.T) {
+	ms := time.Millisecond
+	p := &linearizability.RuntimePlan{
+		Mode:  linearizability.FakeTime,
+		Queue: "q0",
+		Tasks: []linearizability.RuntimeTask{{ID: "t0", MaxAttempts: 1, Attempts: []linearizability.Behaviour{{Kind: linearizability.Succeed}}}},
+	}
+	for range 2 {
+		p.Workers = append(p.Workers, linearizability.WorkerSpec{Concurrency: 2, Lease: 9 * ms, PollMin: ms, PollMax: 2 * ms, Shutdown: ms})
+		p.Brokers = append(p.Brokers, linearizability.BrokerSpec{Batch: 1, ClaimTTL: 4 * ms, Interval: 2 * ms, Loop: true})
+	}
+	for i := range 2 {
+		p.Clients = append(p.Clients, linearizability.ClientSpec{Worker: i, Broker: i, Grace: ms, Every: 2 * ms})
+	}
+	for range 10 {
+		p.Ticks = append(p.Ticks, linearizability.Tick{Advance: ms})
+	}
+	rh, err := linearizability.ExecuteRuntime(context.Background(), p, backends.Memory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := linearizability.CheckRuntime(p, rh); len(v) > 0 {
+		t.Fatalf("the clean history breaks %v", v)
+	}
+	var sched []int
+	for i, op := range rh.History.Operations {
+		if strings.HasPrefix(op.Actor, "scheduler ") {
+			sched = append(sched, i)
+		}
+	}
+	if len(sched) < 4 {
+		t.Fatalf("the schedulers sent %d Enqueues in 10 ms of a 2 ms schedule", len(sched))
+	}
+	op := &rh.History.Operations[sched[0]]
+	op.Input.Enqueue.ID = model.OccurrenceID(linearizability.PeriodicName, linearizability.FakeEpoch.Add(time.Microsecond)) // between occurrences, as a wall-clock reading would be
+	var got []string
+	for _, v := range linearizability.CheckRuntime(p, rh) {
+		got = append(got, v.Property)
+	}
+	if !slices.Contains(got, "periodic-occurrences") {
+		t.Fatalf("an Enqueue under an ID between occurrences breaks %v, not periodic-occurrences", got)
 	}
 }

@@ -125,7 +125,7 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 	closers = append(closers, peek)
 
 	h := newHandlers(p, base, rec)
-	x := &runtimeRun{plan: p, rec: rec, fake: fake, act: act, h: h}
+	x := &runtimeRun{plan: p, rec: rec, fake: fake, act: act, h: h, schedulers: &gate{}}
 	workerStores := make([]core.Store, len(p.Workers))
 	brokerStores := make([]core.Store, len(p.Brokers))
 	workerOpts := make([][]core.WorkerOption, len(p.Workers))
@@ -197,7 +197,7 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 				Options:  []core.EnqueueOption{core.WithMaxAttempts(2)},
 			}))
 		}
-		c, err := core.NewClient(newRouteStore(workerStores[cs.Worker], brokerStores[cs.Broker], ss), opts...)
+		c, err := core.NewClient(newRouteStore(workerStores[cs.Worker], brokerStores[cs.Broker], ss, x.schedulers), opts...)
 		if err != nil {
 			return nil, fmt.Errorf("linearizability: %s: %w", clientName(i), err)
 		}
@@ -271,6 +271,9 @@ type runtimeRun struct {
 	brokers []*core.Broker // nil where a Client holds the broker
 	clients []*core.Client
 	passing []*atomic.Bool // a RunOnce pass of the broker is under way
+	// schedulers closes the Clients' schedulers' way to the store once the
+	// ticks are over, so no occurrence lands after the queue drained.
+	schedulers *gate
 
 	passes sync.WaitGroup
 	panics chan error
@@ -419,6 +422,7 @@ func (x *runtimeRun) run(ctx context.Context, queue *core.Queue, inspectors []*c
 		x.advance(tk.Advance, fmt.Sprintf("tick %d", i))
 	}
 	stopActors()
+	x.schedulers.close()
 
 	// Drain: time passes until every task is terminal.
 	x.rec.Event("drain")

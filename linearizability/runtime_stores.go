@@ -2,6 +2,7 @@ package linearizability
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -336,12 +337,43 @@ type routeStore struct {
 	core.Store // the worker's: Pop, Extend, Ack, Fail, Retry, and the rest
 	broker     core.Store
 	scheduler  core.Store // Enqueue, of the Client's periodic schedule; nil: the worker's
+	gate       *gate      // closes the scheduler's way to the store when the ticks end
+}
+
+// gate lets calls through until it is closed, and tells when the last call
+// that went through has returned.
+type gate struct {
+	mu     sync.Mutex
+	closed bool
+	calls  sync.WaitGroup
+}
+
+// errGateClosed answers a scheduler's Enqueue after the ticks: its schedule
+// is over, and the plan's queue drains.
+var errGateClosed = errors.New("linearizability: the plan's ticks are over")
+
+func (g *gate) enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.calls.Add(1)
+	return true
+}
+
+// close stops new calls and waits for those under way.
+func (g *gate) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	g.calls.Wait()
 }
 
 // newRouteStore returns a routeStore, a core.BatchStore when the worker's
 // store is one.
-func newRouteStore(worker, broker, scheduler core.Store) core.Store {
-	r := &routeStore{Store: worker, broker: broker, scheduler: scheduler}
+func newRouteStore(worker, broker, scheduler core.Store, g *gate) core.Store {
+	r := &routeStore{Store: worker, broker: broker, scheduler: scheduler, gate: g}
 	if bs, ok := worker.(core.BatchStore); ok {
 		return &batchRouteStore{r, bs}
 	}
@@ -374,6 +406,10 @@ func (r *routeStore) Enqueue(ctx context.Context, p core.EnqueueParams) (core.Ta
 	if r.scheduler == nil {
 		return r.Store.Enqueue(ctx, p)
 	}
+	if !r.gate.enter() {
+		return core.TaskResult{}, errGateClosed
+	}
+	defer r.gate.calls.Done()
 	return r.scheduler.Enqueue(ctx, p)
 }
 
