@@ -45,7 +45,12 @@
 // SEQUENCE would never reissue a value either, but it is not transactional:
 // a rolled-back or refused operation would leave a gap, and versions would
 // no longer be the model's. The lock and the reads that follow it (the
-// sequence, the clock) go to the server in one round trip.
+// sequence, the clock) go to the server in one round trip, and so do the
+// statements of Enqueue, Pop, Ack and AckBatch, each followed by the read
+// that explains a refusal: they take the clock's reading from the server
+// (a setting of the transaction, made by the statement after the lock), so
+// they need not wait for the client to learn it, and such a write costs
+// two round trips, the second its COMMIT.
 //
 // Since the lock is held until COMMIT has flushed the transaction to disk,
 // a queue runs at most as many transactions a second as the disk flushes,
@@ -94,7 +99,9 @@
 // however long ago. With clock_timestamp() read under the lock, the
 // readings of one queue's operations follow the order they take effect
 // (as far as the server's clock does). WithClock replaces the database's
-// clock with an injected one, for tests.
+// clock with an injected one, for tests; it is read just before the
+// transaction's first round trip, after every operation of the
+// transaction was called.
 //
 // Times are kept to the microsecond by the model's one rounding rule
 // (model.Round: truncated, in UTC): clock readings, a RunAfter, a Prune bound
