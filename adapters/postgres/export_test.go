@@ -3,3 +3,11 @@ package postgres
 // Migrations are the schema migrations, for tests that build a schema of an
 // older version; "{s}" stands for the quoted schema name.
 var Migrations = migrations
+
+// Groups returns the number of queues the store keeps a group of waiting
+// writes for.
+func (s *Store) Groups() int {
+	n := 0
+	s.groups.Range(func(any, any) bool { n++; return true })
+	return n
+}

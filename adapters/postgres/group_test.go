@@ -196,3 +196,32 @@ func TestADamagedRowInASharedTransactionFailsOnlyItsOperation(t *testing.T) {
 		t.Errorf("versions of the enqueues %v, want 3..7", versions)
 	}
 }
+
+// TestAStoreKeepsNothingForQueuesItIsNotWriting: after writes to 40
+// queues, 8 at a time, the store holds no group for any of them.
+func TestAStoreKeepsNothingForQueuesItIsNotWriting(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 5 {
+				q := fmt.Sprintf("q%d", (g*5+i)%40)
+				for k := range 3 {
+					if _, err := s.Enqueue(ctx, core.EnqueueParams{Queue: q, EnqueueArgs: model.EnqueueArgs{ID: fmt.Sprintf("g%d-%d-%d", g, i, k), MaxAttempts: 1}}); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := s.Groups(); n != 0 {
+		t.Errorf("the store keeps %d groups after every write returned, want 0", n)
+	}
+	names, err := s.Queues(ctx)
+	if err != nil || len(names) != 40 {
+		t.Errorf("Queues: %d names, %v; want 40", len(names), err)
+	}
+}

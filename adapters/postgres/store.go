@@ -293,6 +293,12 @@ func (s *Store) writePiped(ctx context.Context, queue string, flags lockFlags, v
 	c := &call{ctx: ctx, flags: flags, fn: fn, pipe: pipe, done: make(chan struct{})}
 	g := s.group(queue)
 	g.mu.Lock()
+	for g.gone {
+		// Its last transaction ended and it was dropped: take the new one.
+		g.mu.Unlock()
+		g = s.group(queue)
+		g.mu.Lock()
+	}
 	if !g.busy {
 		g.busy = true
 		g.mu.Unlock()
@@ -329,6 +335,7 @@ const maxGroup = 64
 type group struct {
 	mu      sync.Mutex
 	busy    bool
+	gone    bool // dropped from the store's map: idle, and used no more
 	waiting []*call
 }
 
@@ -368,7 +375,8 @@ func (s *Store) group(queue string) *group {
 
 // lead runs first and the writes waiting behind it (up to maxGroup) in one
 // transaction, answers them, and hands the group to the next waiter, or
-// leaves it idle.
+// drops it, so that a store keeps nothing for the queues it is not
+// writing.
 func (s *Store) lead(g *group, queue string, first *call) {
 	g.mu.Lock()
 	n := min(len(g.waiting), maxGroup-1)
@@ -386,7 +394,8 @@ func (s *Store) lead(g *group, queue string, first *call) {
 		next.lead = true
 		close(next.done)
 	} else {
-		g.busy = false
+		g.busy, g.gone = false, true
+		s.groups.CompareAndDelete(queue, g)
 	}
 	g.mu.Unlock()
 }
