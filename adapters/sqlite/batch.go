@@ -21,31 +21,38 @@ func (s *Store) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (co
 	items := make([]core.ItemResult, len(p.Tasks))
 	now, err := s.write(ctx, p.Queue, func() error { return model.CheckBatchSize(len(p.Tasks)) }, func(t tx, now time.Time) error {
 		clear(items) // the writer may run an operation again in a new transaction
-		base, err := t.seq(p.Queue)
-		if err != nil {
-			return err
-		}
-		pending, added := -1, 0
-		for i, a := range p.Tasks {
-			if err := validEnqueue(a); err != nil {
-				items[i].Err = err
-				continue
-			}
-			task, err := t.enqueue(p.Queue, a, now, base+int64(added)+1, &pending)
-			if err != nil && !isItemError(err) {
-				return err
-			}
-			items[i] = core.ItemResult{Task: task, Err: err}
-			if err == nil {
-				added++
-			}
-		}
-		return t.advanceTo(p.Queue, added, uint64(base)+uint64(added))
+		return t.enqueueBatch(p, now, items)
 	})
 	if err != nil {
 		return core.BatchResult{}, err
 	}
 	return core.BatchResult{Now: now, Items: items}, nil
+}
+
+// enqueueBatch adds the tasks of p in order, answering each in items, and
+// advances the sequence once for those added. It returns an error that is
+// not an item's own.
+func (t tx) enqueueBatch(p core.EnqueueBatchParams, now time.Time, items []core.ItemResult) error {
+	base, err := t.seq(p.Queue)
+	if err != nil {
+		return err
+	}
+	pending, added := -1, 0
+	for i, a := range p.Tasks {
+		if err := validEnqueue(a); err != nil {
+			items[i].Err = err
+			continue
+		}
+		task, err := t.enqueue(p.Queue, a, now, base+int64(added)+1, &pending)
+		if err != nil && !isItemError(err) {
+			return err
+		}
+		items[i] = core.ItemResult{Task: task, Err: err}
+		if err == nil {
+			added++
+		}
+	}
+	return t.advanceTo(p.Queue, added, uint64(base)+uint64(added))
 }
 
 // AckBatch implements core.BatchStore: the claims are acknowledged in one

@@ -151,6 +151,9 @@ func (c *wconn) queryFor(op *opState, q string, args ...any) (*rows, error) {
 // sql.Rows.
 type rows struct {
 	dr     driver.Rows
+	sr     *sql.Rows // instead of dr, for a caller's transaction (sqlTx)
+	svals  []any     // sr's row
+	ptrs   []any     // &svals[i], for sr.Scan
 	vals   []driver.Value
 	err    error
 	closed bool
@@ -165,6 +168,24 @@ type rows struct {
 func (r *rows) Next() bool {
 	if r.closed {
 		return false
+	}
+	if r.sr != nil {
+		if !r.sr.Next() {
+			r.err = r.sr.Err()
+			r.ended = r.err == nil
+			r.Close()
+			return false
+		}
+		if err := r.sr.Scan(r.ptrs...); err != nil {
+			r.err = err
+			r.Close()
+			return false
+		}
+		for i, v := range r.svals {
+			r.vals[i] = v
+		}
+		r.seen = true
+		return true
 	}
 	if err := r.dr.Next(r.vals); err != nil {
 		if !errors.Is(err, io.EOF) {
@@ -203,6 +224,9 @@ func (r *rows) Close() error {
 	r.closed = true
 	if r.op != nil && (r.seen || !r.ended) {
 		r.op.wrote = true
+	}
+	if r.sr != nil {
+		return r.sr.Close()
 	}
 	return r.dr.Close()
 }

@@ -54,6 +54,12 @@
 // that reading as Now, so the time an operation judges leases by is the time
 // it takes effect.
 //
+// # The application's transaction
+//
+// EnqueueTx and EnqueueBatchTx run Enqueue's statements on a *sql.Tx of the
+// caller's, open on the same file, inside a savepoint: the task commits or
+// rolls back with the caller's own writes, and the sequence with it.
+//
 // # Schema
 //
 // The schema carries a version in PRAGMA user_version (SchemaVersion) and the

@@ -338,11 +338,19 @@ func (s *Store) Path() string { return s.path }
 // String names the store.
 func (s *Store) String() string { return fmt.Sprintf("sqlite store %s (pop %v)", s.path, s.popMode) }
 
-// tx is one write transaction on the writer connection.
+// tx is one write transaction: on the writer connection, or the caller's
+// own (EnqueueTx).
 type tx struct {
 	s  *Store
-	c  *wconn
+	c  stmtRunner
 	op *opState // of the operation running
+}
+
+// stmtRunner runs the statements of a transaction: *wconn, or sqlTx for a
+// caller's *sql.Tx.
+type stmtRunner interface {
+	execFor(op *opState, q string, args ...any) (driver.Result, error)
+	queryFor(op *opState, q string, args ...any) (*rows, error)
 }
 
 func (t tx) query(q string, args ...any) (*rows, error) { return t.c.queryFor(t.op, q, args...) }
