@@ -78,9 +78,32 @@ func (i *Inspector) All(ctx context.Context, s State) iter.Seq2[Task, error] {
 	}
 }
 
-// Counts returns the number of tasks in each state.
+// Counts returns the number of tasks in each state, and whether the queue is
+// paused (Counts.Paused).
 func (i *Inspector) Counts(ctx context.Context) (Counts, error) {
 	return i.store.Counts(ctx, CountsParams{Queue: i.queue})
+}
+
+// Pause pauses the queue: once it returns, no Worker claims a task of the
+// queue until Resume. Tasks already running go on: their workers extend
+// their leases and decide them, and brokers reap the ones whose lease
+// lapses (a task requeued meanwhile waits, Ready). Producers go on
+// enqueueing and scheduled tasks still become Ready. Pausing a paused queue
+// is not an error. It returns the paused flag (true).
+//
+// Errors: ErrInvalidArgument.
+func (i *Inspector) Pause(ctx context.Context) (bool, error) {
+	res, err := i.store.Pause(ctx, PauseParams{Queue: i.queue})
+	return res.Paused, err
+}
+
+// Resume lets workers claim the queue's tasks again. Resuming a queue that
+// is not paused is not an error. It returns the paused flag (false).
+//
+// Errors: ErrInvalidArgument.
+func (i *Inspector) Resume(ctx context.Context) (bool, error) {
+	res, err := i.store.Resume(ctx, PauseParams{Queue: i.queue})
+	return res.Paused, err
 }
 
 // Requeue makes the task Ready with a fresh set of attempts, from any state

@@ -97,6 +97,15 @@ type Store interface {
 	// Prune deletes old terminal tasks (model.Queue.Prune).
 	// Errors: ErrInvalidArgument.
 	Prune(ctx context.Context, p PruneParams) (IDsResult, error)
+	// Pause sets the queue's paused flag (model.Queue.Pause): from its
+	// return on, Pop claims nothing of the queue until a Resume, while
+	// claims already handed out keep their leases and decisions. The flag
+	// is read in the same atomic step as every Pop. Idempotent; a queue
+	// with no task yet may be paused. Errors: ErrInvalidArgument.
+	Pause(ctx context.Context, p PauseParams) (PauseResult, error)
+	// Resume clears the queue's paused flag (model.Queue.Resume).
+	// Idempotent. Errors: ErrInvalidArgument.
+	Resume(ctx context.Context, p PauseParams) (PauseResult, error)
 	// Close releases the store's resources. Operations after Close return
 	// ErrClosed.
 	Close() error
@@ -299,6 +308,17 @@ type PruneParams struct {
 	States []State
 	Before time.Time
 	Limit  int
+}
+
+// PauseParams are the arguments of Store.Pause and Store.Resume.
+type PauseParams struct {
+	Queue string
+}
+
+// PauseResult is the answer of Store.Pause and Store.Resume: the queue's
+// paused flag as the call left it.
+type PauseResult struct {
+	Paused bool
 }
 
 // TaskResult is the result of an operation on one task.

@@ -178,6 +178,10 @@ func modelOutput(kind model.Op, m model.Output, now time.Time) Output {
 		c := m.Counts
 		o.Counts = &c
 	}
+	if kind == model.OpPause || kind == model.OpResume {
+		paused := m.Paused
+		o.Paused = &paused
+	}
 	if m.Err != nil {
 		o.setError(m.Err)
 		return o

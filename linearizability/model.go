@@ -85,6 +85,7 @@ type Output struct {
 	Counts *model.Counts     `json:"counts,omitempty"`
 	Next   string            `json:"next,omitempty"`
 	Items  []ItemOutput      `json:"items,omitempty"` // EnqueueBatch, AckBatch
+	Paused *bool             `json:"paused,omitempty"` // Pause, Resume: the flag as the call left it
 
 	// Err is the kind of a definite error (see ErrorKind), "" for success.
 	Err string `json:"err,omitempty"`
@@ -220,6 +221,9 @@ func matches(m model.Output, o *Output) bool {
 		return false
 	}
 	if o.Counts != nil && m.Counts != *o.Counts {
+		return false
+	}
+	if o.Paused != nil && m.Paused != *o.Paused {
 		return false
 	}
 	return slices.EqualFunc(m.Tasks, o.Tasks, model.Task.Equal) &&
@@ -437,8 +441,15 @@ func describeOp(in *Input, out *Output, epoch time.Time) string {
 		res = append(res, "["+strings.Join(out.IDs, " ")+"]")
 	}
 	if c := out.Counts; c != nil {
-		res = append(res, fmt.Sprintf("scheduled=%d ready=%d running=%d succeeded=%d failed=%d",
-			c.Scheduled, c.Ready, c.Running, c.Succeeded, c.Failed))
+		desc := fmt.Sprintf("scheduled=%d ready=%d running=%d succeeded=%d failed=%d",
+			c.Scheduled, c.Ready, c.Running, c.Succeeded, c.Failed)
+		if c.Paused {
+			desc += " paused"
+		}
+		res = append(res, desc)
+	}
+	if out.Paused != nil {
+		res = append(res, fmt.Sprintf("paused=%v", *out.Paused))
 	}
 	if out.Next != "" {
 		res = append(res, "next="+out.Next)
@@ -486,11 +497,15 @@ func describeTask(t model.Task, epoch time.Time) string {
 
 // describeQueue shows every task of the queue and its sequence.
 func describeQueue(q model.Queue, epoch time.Time) string {
+	paused := ""
+	if q.Paused() {
+		paused = " paused"
+	}
 	if q.Len() == 0 {
-		return fmt.Sprintf("%s: empty, seq=%d", q.Name(), q.Seq())
+		return fmt.Sprintf("%s: empty, seq=%d%s", q.Name(), q.Seq(), paused)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s seq=%d:", q.Name(), q.Seq())
+	fmt.Fprintf(&b, "%s seq=%d%s:", q.Name(), q.Seq(), paused)
 	for _, t := range q.Tasks() {
 		b.WriteString(" [")
 		b.WriteString(describeTask(t, epoch))

@@ -72,7 +72,8 @@ const (
 	// Producer enqueues tasks (and promotes due ones).
 	Producer
 	// Inspector reads (Get, List, Counts) and acts as an operator
-	// (InspectRequeue, Remove, Prune), often with the version it saw.
+	// (InspectRequeue, Remove, Prune, often with the version it saw; and
+	// Pause and Resume of a queue).
 	Inspector
 	// Recoverer decides expired tasks in one step (RecoverExpired), the
 	// way a broker without a retry callback does, and promotes due ones.
@@ -135,11 +136,15 @@ const (
 	// Lease after the acks (N 0: none), as a Worker's acknowledgements do.
 	// On a store that is no core.BatchStore it is an Ack.
 	AckPop
+	// PauseQueue and ResumeQueue: the inspector pauses or resumes Queue
+	// (the store ops Pause and Resume).
+	PauseQueue
+	ResumeQueue
 )
 
 var kindNames = [...]string{"Enqueue", "Promote", "Pop", "Extend", "Ack", "Fail", "Retry",
 	"ClaimExpired", "Requeue", "Finalize", "RecoverExpired", "InspectRequeue", "Remove",
-	"Prune", "Get", "List", "Counts", "Pause", "AckPop"}
+	"Prune", "Get", "List", "Counts", "Pause", "AckPop", "PauseQueue", "ResumeQueue"}
 
 // String returns the kind's name.
 func (k Kind) String() string {
@@ -392,7 +397,7 @@ func (p *Plan) describeStep(s Step) string {
 		if s.Cursor {
 			d += " after " + id
 		}
-	case Counts:
+	case Counts, PauseQueue, ResumeQueue:
 		d = q
 	case Prune:
 		d = fmt.Sprintf("%s %v %s limit %d", q, s.Prune, ms(s.Delay), s.N)
@@ -582,7 +587,7 @@ func (g stepGen) draw(t *rapid.T, role Role) Step {
 	case Producer: // about Enqueue 75%, Promote 10%, Pause 15%
 		kind = oneOf(t, "kind", Enqueue, Enqueue, Enqueue, Enqueue, Promote, Enqueue, Enqueue, Enqueue, Enqueue, Pause)
 	case Inspector:
-		kind = oneOf(t, "kind", Get, InspectRequeue, Remove, List, InspectRequeue, Counts, Prune, Get, Remove, Pause)
+		kind = oneOf(t, "kind", Get, InspectRequeue, Remove, List, PauseQueue, InspectRequeue, Counts, ResumeQueue, Prune, Get, Remove, ResumeQueue, Pause)
 	case Recoverer: // about RecoverExpired 65%, Promote 15%, Pause 20%
 		kind = oneOf(t, "kind", RecoverExpired, RecoverExpired, RecoverExpired, Promote, RecoverExpired, RecoverExpired, Promote, RecoverExpired, Pause, Pause)
 	}
@@ -670,7 +675,7 @@ func (g stepGen) draw(t *rapid.T, role Role) Step {
 		if s.Cursor = rapid.IntRange(0, 3).Draw(t, "cursor") == 3; s.Cursor {
 			task()
 		}
-	case Counts:
+	case Counts, PauseQueue, ResumeQueue:
 		queue()
 	case Prune:
 		queue()

@@ -317,6 +317,23 @@ func (c *Client) Counts(ctx context.Context, p core.CountsParams) (core.Counts, 
 		func(o *Output, n core.Counts) { o.Counts = &n })
 }
 
+// Pause implements core.Store.
+func (c *Client) Pause(ctx context.Context, p core.PauseParams) (core.PauseResult, error) {
+	in := Input{Queue: p.Queue, Op: model.OpPause}
+	return record(c, in, func() (core.PauseResult, error) { return c.s.Pause(ctx, p) }, pausedOut)
+}
+
+// Resume implements core.Store.
+func (c *Client) Resume(ctx context.Context, p core.PauseParams) (core.PauseResult, error) {
+	in := Input{Queue: p.Queue, Op: model.OpResume}
+	return record(c, in, func() (core.PauseResult, error) { return c.s.Resume(ctx, p) }, pausedOut)
+}
+
+func pausedOut(o *Output, r core.PauseResult) {
+	paused := r.Paused
+	o.Paused = &paused
+}
+
 // InspectRequeue implements core.Store.
 func (c *Client) InspectRequeue(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
 	in := Input{Queue: p.Queue, Op: model.OpInspectRequeue, ID: p.ID, Expect: p.Expect}

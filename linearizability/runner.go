@@ -394,6 +394,10 @@ func (a *actor) do(ctx context.Context, s Step) {
 		_, _ = st.Counts(ctx, core.CountsParams{Queue: q})
 	case Prune:
 		_, _ = st.Prune(ctx, core.PruneParams{Queue: q, States: s.Prune, Before: a.at(s.Delay), Limit: s.N})
+	case PauseQueue:
+		_, _ = st.Pause(ctx, core.PauseParams{Queue: q})
+	case ResumeQueue:
+		_, _ = st.Resume(ctx, core.PauseParams{Queue: q})
 	}
 }
 
@@ -524,4 +528,12 @@ func (f *batchFaultStore) AckBatch(ctx context.Context, p core.AckBatchParams) (
 
 func (f *faultStore) Prune(ctx context.Context, p core.PruneParams) (core.IDsResult, error) {
 	return inject(f, func() (core.IDsResult, error) { return f.Store.Prune(ctx, p) })
+}
+
+func (f *faultStore) Pause(ctx context.Context, p core.PauseParams) (core.PauseResult, error) {
+	return inject(f, func() (core.PauseResult, error) { return f.Store.Pause(ctx, p) })
+}
+
+func (f *faultStore) Resume(ctx context.Context, p core.PauseParams) (core.PauseResult, error) {
+	return inject(f, func() (core.PauseResult, error) { return f.Store.Resume(ctx, p) })
 }

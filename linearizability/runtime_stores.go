@@ -164,6 +164,14 @@ func (f *faultLayer) Prune(ctx context.Context, p core.PruneParams) (core.IDsRes
 	return faulty(f, model.OpPrune, func() (core.IDsResult, error) { return f.Store.Prune(ctx, p) })
 }
 
+func (f *faultLayer) Pause(ctx context.Context, p core.PauseParams) (core.PauseResult, error) {
+	return faulty(f, model.OpPause, func() (core.PauseResult, error) { return f.Store.Pause(ctx, p) })
+}
+
+func (f *faultLayer) Resume(ctx context.Context, p core.PauseParams) (core.PauseResult, error) {
+	return faulty(f, model.OpResume, func() (core.PauseResult, error) { return f.Store.Resume(ctx, p) })
+}
+
 // batchFaultLayer is a faultLayer over a core.BatchStore.
 type batchFaultLayer struct{ *faultLayer }
 
@@ -290,6 +298,14 @@ func (s *componentStore) Remove(ctx context.Context, p core.InspectParams) (core
 
 func (s *componentStore) Prune(ctx context.Context, p core.PruneParams) (core.IDsResult, error) {
 	return useClient(s, func(c *Client) (core.IDsResult, error) { return c.Prune(ctx, p) })
+}
+
+func (s *componentStore) Pause(ctx context.Context, p core.PauseParams) (core.PauseResult, error) {
+	return useClient(s, func(c *Client) (core.PauseResult, error) { return c.Pause(ctx, p) })
+}
+
+func (s *componentStore) Resume(ctx context.Context, p core.PauseParams) (core.PauseResult, error) {
+	return useClient(s, func(c *Client) (core.PauseResult, error) { return c.Resume(ctx, p) })
 }
 
 // Close closes the component's store.

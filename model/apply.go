@@ -39,6 +39,7 @@ type Output struct {
 	ReapClaims []ReapClaim  // ClaimExpired
 	Counts     Counts       // Counts
 	Items      []ItemResult // EnqueueBatch, AckBatch: one answer per item
+	Paused     bool         // Pause, Resume: the flag as the op left it
 	Next       string       // List
 	Err        error
 }
@@ -81,6 +82,10 @@ func Apply(q Queue, in Input) (Queue, Output) {
 		next, out.Items, out.Err = q.EnqueueBatch(in.Now, in.Batch)
 	case OpAckBatch:
 		next, out.Items, out.Tasks, out.Err = q.AckBatchPop(in.Now, in.Acks, in.Lease, in.Limit)
+	case OpPause:
+		next, out.Paused = q.Pause()
+	case OpResume:
+		next, out.Paused = q.Resume()
 	case OpGet:
 		out.Task, out.Err = q.Get(in.ID)
 	case OpList:

@@ -60,6 +60,19 @@
 // the same step: after the acks, at the same now, it pops as Pop does. A
 // worker that finishes a task and wants the next one pays one step for both.
 //
+// # Pause
+//
+// A queue has a paused flag, set by [Queue.Pause] and cleared by
+// [Queue.Resume], both idempotent. While it is set, Pop claims nothing (no
+// tasks, no error), in the same step that reads the flag: once a Pause has
+// returned, no Pop claims a task of the queue until a Resume. Everything
+// else goes on: claims already handed out are extended and decided as
+// before, Enqueue adds tasks, Promote makes them Ready, ClaimExpired and
+// RecoverExpired reap lapsed leases (a requeued task waits, Ready, for the
+// Resume), and the inspector acts. The flag is the queue's, not a task's:
+// setting it changes no task and draws no version. Counts reports it, and
+// the pop of an AckBatchPop obeys it as Pop does (its acks go on).
+//
 // # Damaged records
 //
 // A store may hold a record it cannot read: a field that does not parse, an

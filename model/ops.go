@@ -69,13 +69,18 @@ func (q Queue) Promote(now time.Time, limit int) (Queue, []string, error) {
 // Pop claims up to n Ready tasks for a worker, highest priority first and,
 // within a priority, the one that became Ready first. Each is Running with
 // ClaimToken = its new Version, Attempt + 1 and Deadline = now + lease. An
-// empty queue returns no tasks and no error.
+// empty queue returns no tasks and no error, and so does a paused one (see
+// Pause), whatever it holds: its arguments are checked, nothing is claimed
+// and no damaged record is set aside.
 func (q Queue) Pop(now time.Time, lease time.Duration, n int) (Queue, []Task, error) {
 	if err := ValidateLease(lease); err != nil {
 		return q, nil, err
 	}
 	if err := ValidatePopSize(n); err != nil {
 		return q, nil, err
+	}
+	if q.paused {
+		return q, []Task{}, nil
 	}
 	q, first := q.scan(q.ready, n, func(*Task) bool { return true })
 	out := make([]Task, 0, len(first))

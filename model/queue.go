@@ -14,6 +14,7 @@ type Queue struct {
 	name     string
 	capacity int    // maximum pending tasks; 0 means unlimited
 	seq      uint64 // last value of the queue's sequence
+	paused   bool   // Pop claims nothing while set (see Pause)
 	counts   Counts
 
 	tasks   tree[*Task]                 // by ID; the *Task is never mutated
@@ -45,8 +46,34 @@ func (q Queue) Seq() uint64 { return q.seq }
 // Len returns the number of tasks.
 func (q Queue) Len() int { return q.tasks.Len() }
 
-// Counts returns the number of tasks in each state.
-func (q Queue) Counts() Counts { return q.counts }
+// Counts returns the number of tasks in each state and the paused flag.
+func (q Queue) Counts() Counts {
+	c := q.counts
+	c.Paused = q.paused
+	return c
+}
+
+// Paused reports whether the queue is paused (see Pause).
+func (q Queue) Paused() bool { return q.paused }
+
+// Pause sets the queue's paused flag and returns it (true). While the queue
+// is paused, Pop claims nothing: it answers no tasks and no error, and sets
+// no damaged record aside. Nothing else changes: claims already handed out
+// keep their leases, heartbeats and decisions; Enqueue, Promote,
+// ClaimExpired, RecoverExpired and the inspector's actions go on. Pause is
+// idempotent, changes no task and draws no version: the flag is the
+// queue's, not a task's.
+func (q Queue) Pause() (Queue, bool) {
+	q.paused = true
+	return q, true
+}
+
+// Resume clears the queue's paused flag and returns it (false); Pop claims
+// again. Resume is idempotent, changes no task and draws no version.
+func (q Queue) Resume() (Queue, bool) {
+	q.paused = false
+	return q, false
+}
 
 // Get returns the task with the given ID: ErrInvalidArgument for an ID that
 // no task can have, ErrNotFound when no task has it.
@@ -103,7 +130,7 @@ func (q Queue) Tasks() []Task {
 // Equal reports whether two queues hold the same tasks with the same fields
 // and the same sequence.
 func (q Queue) Equal(r Queue) bool {
-	if q.name != r.name || q.capacity != r.capacity || q.seq != r.seq || q.counts != r.counts ||
+	if q.name != r.name || q.capacity != r.capacity || q.seq != r.seq || q.paused != r.paused || q.counts != r.counts ||
 		q.tasks.Len() != r.tasks.Len() || q.damaged.Len() != r.damaged.Len() {
 		return false
 	}
@@ -126,6 +153,9 @@ func (q Queue) Hash() uint64 {
 	}
 	h.Write([]byte(q.name))
 	word(q.seq)
+	if q.paused {
+		word(1)
+	}
 	q.tasks.Ascend("", func(id string, t *Task) bool {
 		h.Write([]byte(id))
 		word(uint64(t.State))

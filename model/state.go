@@ -86,7 +86,8 @@ func (s *State) UnmarshalText(b []byte) error {
 type Op uint8
 
 // The operations. The first group changes tasks (EnqueueBatch and AckBatch
-// apply many Enqueues or Acks in one atomic step); the last three only read.
+// apply many Enqueues or Acks in one atomic step); Pause and Resume change
+// the queue's paused flag and no task; the last three only read.
 const (
 	OpEnqueue Op = iota + 1
 	OpPromote
@@ -104,6 +105,8 @@ const (
 	OpPrune
 	OpEnqueueBatch
 	OpAckBatch
+	OpPause
+	OpResume
 	OpGet
 	OpList
 	OpCounts
@@ -114,12 +117,12 @@ var Ops = []Op{
 	OpEnqueue, OpPromote, OpPop, OpExtend, OpAck, OpFail, OpRetry,
 	OpClaimExpired, OpRequeue, OpFinalize, OpRecoverExpired,
 	OpInspectRequeue, OpRemove, OpPrune, OpEnqueueBatch, OpAckBatch,
-	OpGet, OpList, OpCounts,
+	OpPause, OpResume, OpGet, OpList, OpCounts,
 }
 
 var opNames = [...]string{"", "Enqueue", "Promote", "Pop", "Extend", "Ack", "Fail", "Retry",
 	"ClaimExpired", "Requeue", "Finalize", "RecoverExpired",
-	"InspectRequeue", "Remove", "Prune", "EnqueueBatch", "AckBatch", "Get", "List", "Counts"}
+	"InspectRequeue", "Remove", "Prune", "EnqueueBatch", "AckBatch", "Pause", "Resume", "Get", "List", "Counts"}
 
 // String returns the op's name.
 func (o Op) String() string {
@@ -144,10 +147,12 @@ func (o *Op) UnmarshalText(b []byte) error {
 }
 
 // Counts is the number of tasks in each state, and of records set aside
-// (Quarantined).
+// (Quarantined), with the queue's paused flag (see Queue.Pause).
 type Counts struct {
 	Scheduled, Ready, Running, Succeeded, Failed int
 	Quarantined                                  int
+	// Paused reports whether the queue is paused: Pop claims nothing.
+	Paused bool
 }
 
 // Of returns the count for state s.

@@ -56,7 +56,7 @@ const (
 	Mover                      // Promote
 	Worker                     // Pop, Extend, Ack, Fail, Retry
 	Broker                     // ClaimExpired, Requeue, Finalize, RecoverExpired
-	Inspector                  // InspectRequeue, Remove, Prune, Get, List, Counts
+	Inspector                  // InspectRequeue, Remove, Prune, Pause, Resume, Get, List, Counts
 )
 
 // String returns the actor's name.
@@ -95,7 +95,7 @@ var transitions = []Transition{
 	{OpPromote, Mover, Scheduled, []State{Ready}, false, GuardDue, nil,
 		stampVersion + "; in order of RunAfter, then ID"},
 	{OpPop, Worker, Ready, []State{Running}, false, GuardFirstInLine, nil,
-		stampVersion + "; ClaimToken = Version; Attempt + 1; ClaimedAt = now; Deadline = now + lease"},
+		stampVersion + "; ClaimToken = Version; Attempt + 1; ClaimedAt = now; Deadline = now + lease; nothing is claimed while the queue is paused"},
 	{OpExtend, Worker, Running, []State{Running}, false, GuardClaimToken, ErrStaleClaim,
 		stampVersion + "; Deadline = now + lease"},
 	{OpAck, Worker, Running, []State{Succeeded}, false, GuardClaimToken, ErrStaleClaim,

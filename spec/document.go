@@ -135,6 +135,10 @@ func Document() []byte {
 	p("An AckBatch may carry a pop (a lease and a batch n of 1–%d): after the acks, in the same step and at the same reading of the clock, it claims up to n Ready tasks of its queue exactly as Pop would, from the queue the acks left, and answers them apart from the items. A worker thus records the tasks it finished and claims its next ones in one step. An acknowledged task is Succeeded, so the pop never claims a task an item decided, and its tokens are drawn after the acks' versions.\n\n", model.MaxBatch)
 	p("The batch as a whole is refused with **invalid argument**, and nothing is applied, when it has no items or more than %d, when an AckBatch names a claim of another queue than its own, or when its pop has an n outside 0–%d or, with n above 0, a lease Pop would refuse.\n\n", model.MaxBatch, model.MaxBatch)
 
+	// --- pause ---
+	p("## Pause\n\n")
+	p("A queue has a paused flag. Pause sets it and Resume clears it; both are idempotent, change no task, draw no version, and may name a queue that has no task yet. While the flag is set, Pop checks its arguments and then claims nothing: it answers no tasks and no error, and sets no damaged record aside. The flag is read in the same atomic step as the claim, so once a Pause has returned no Pop claims a task of the queue until a Resume. Everything else goes on: a worker holding a claim extends its lease and decides the task as before; Enqueue adds tasks and Promote makes them ready; ClaimExpired, Requeue, Finalize and RecoverExpired reap lapsed leases (a task requeued meanwhile waits, ready, for the Resume); the operator acts. Counts reports the flag.\n\n")
+
 	// --- errors ---
 	p("## Errors\n\n")
 	p("| Error | Meaning | Returned by |\n|---|---|---|\n")
@@ -235,6 +239,8 @@ var opMeaning = map[model.Op]string{
 	model.OpPrune:          "The operator deletes terminal tasks that finished before a time (up to a limit).",
 	model.OpEnqueueBatch:   "Adds up to a batch of tasks in one atomic step, each item by the rules of Enqueue and answered on its own.",
 	model.OpAckBatch:       "Records the success of up to a batch of claims of one queue in one atomic step, each item by the rules of Ack and answered on its own; with a pop, then claims the next Ready tasks as Pop would, in the same step.",
+	model.OpPause:          "The operator pauses the queue: until a Resume, Pop claims nothing. Claims already handed out, Enqueue, Promote and the brokers go on. Idempotent; changes no task and draws no version.",
+	model.OpResume:         "The operator resumes the queue: Pop claims again. Idempotent; changes no task and draws no version.",
 	model.OpGet:            "Reads one task.",
 	model.OpList:           "Reads a page of the tasks in one state, in ID order, with a cursor for the next page.",
 	model.OpCounts:         "Reads the number of tasks in each state.",

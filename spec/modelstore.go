@@ -74,7 +74,7 @@ func (s *ModelStore) apply(ctx context.Context, queue string, in model.Input) (t
 	}
 	in.Now = model.Round(s.clock.Now())
 	next, out := model.Apply(q, in)
-	if out.Err == nil && (ok || next.Seq() > 0) {
+	if out.Err == nil && (ok || next.Seq() > 0 || next.Paused()) {
 		s.queues[queue] = next
 	}
 	// The model's snapshots share their slices with its state; a store's
@@ -182,6 +182,18 @@ func (s *ModelStore) List(ctx context.Context, p core.ListParams) (core.ListResu
 func (s *ModelStore) Counts(ctx context.Context, p core.CountsParams) (core.Counts, error) {
 	_, out, err := s.apply(ctx, p.Queue, model.Input{Op: model.OpCounts})
 	return out.Counts, err
+}
+
+// Pause implements core.Store.
+func (s *ModelStore) Pause(ctx context.Context, p core.PauseParams) (core.PauseResult, error) {
+	_, out, err := s.apply(ctx, p.Queue, model.Input{Op: model.OpPause})
+	return core.PauseResult{Paused: out.Paused}, err
+}
+
+// Resume implements core.Store.
+func (s *ModelStore) Resume(ctx context.Context, p core.PauseParams) (core.PauseResult, error) {
+	_, out, err := s.apply(ctx, p.Queue, model.Input{Op: model.OpResume})
+	return core.PauseResult{Paused: out.Paused}, err
 }
 
 // InspectRequeue implements core.Store.

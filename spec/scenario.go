@@ -89,7 +89,8 @@ type Step struct {
 	// "errors=N", "leaselosses=N", "attempt=N", "claimed-by=LABEL" (the
 	// task's ClaimToken is that claim's) or "version=LABEL" (the task's
 	// Version is the one that claim or read saw: nothing changed it since);
-	// or "counts state=N...".
+	// or "counts word...", where a word is "state=N", "paused" or
+	// "unpaused" (the queue's paused flag).
 	Then []string
 }
 
@@ -131,6 +132,8 @@ func prune(states []model.State, ids ...string) Step {
 	return Step{Op: model.OpPrune, States: states, Got: ids}
 }
 func get(id, label string) Step { return Step{Op: model.OpGet, ID: id, Label: label} }
+func pause() Step                { return Step{Op: model.OpPause} }
+func resume() Step               { return Step{Op: model.OpResume} }
 
 func (s Step) after(d time.Duration) Step { s.Advance = d; return s }
 func (s Step) fails(err error) Step       { s.Want = err; return s }
@@ -293,6 +296,16 @@ func (r *scenarioRun) step(where string, st Step) {
 		var res core.IDsResult
 		res, err = r.s.Prune(ctx, core.PruneParams{Queue: q, States: st.States, Before: now.Add(-st.Delay), Limit: st.N})
 		ids = res.IDs
+	case model.OpPause, model.OpResume:
+		call, want := r.s.Pause, true
+		if st.Op == model.OpResume {
+			call, want = r.s.Resume, false
+		}
+		var res core.PauseResult
+		res, err = call(ctx, core.PauseParams{Queue: q})
+		if err == nil && res.Paused != want {
+			r.errorf("%s: answered paused=%v, want %v", where, res.Paused, want)
+		}
 	case model.OpGet:
 		var t core.Task
 		t, err = r.s.Get(ctx, core.GetParams{Queue: q, ID: st.ID})
@@ -343,6 +356,12 @@ func (r *scenarioRun) fact(f string) string {
 			return err.Error()
 		}
 		for _, w := range words[1:] {
+			if w == "paused" || w == "unpaused" {
+				if c.Paused != (w == "paused") {
+					return fmt.Sprintf("the queue's paused flag is %v", c.Paused)
+				}
+				continue
+			}
 			name, val, _ := strings.Cut(w, "=")
 			s, err := model.ParseState(name)
 			n, nerr := strconv.Atoi(val)
@@ -557,6 +576,10 @@ func (s Step) action() string {
 			fmt.Fprintf(&b, "−%s", humanDuration(s.Delay))
 		}
 		limit()
+	case model.OpPause:
+		fmt.Fprintf(&b, "the operator pauses the queue%s", in)
+	case model.OpResume:
+		fmt.Fprintf(&b, "the operator resumes the queue%s", in)
 	case model.OpGet:
 		fmt.Fprintf(&b, "the operator reads %s%s", s.ID, in)
 		if s.Label != "" {

@@ -234,6 +234,30 @@ func (w *twin) Counts(ctx context.Context, p core.CountsParams) (core.Counts, er
 	return got, gerr
 }
 
+// Pause implements core.Store.
+func (w *twin) Pause(ctx context.Context, p core.PauseParams) (core.PauseResult, error) {
+	got, gerr := w.store.Pause(ctx, p)
+	want, werr := w.model.Pause(ctx, p)
+	w.after(p.Queue, fmt.Sprintf("Pause(%s)", p.Queue), pauseDiff(got, gerr, want, werr))
+	return got, gerr
+}
+
+// Resume implements core.Store.
+func (w *twin) Resume(ctx context.Context, p core.PauseParams) (core.PauseResult, error) {
+	got, gerr := w.store.Resume(ctx, p)
+	want, werr := w.model.Resume(ctx, p)
+	w.after(p.Queue, fmt.Sprintf("Resume(%s)", p.Queue), pauseDiff(got, gerr, want, werr))
+	return got, gerr
+}
+
+func pauseDiff(got core.PauseResult, gerr error, want core.PauseResult, werr error) string {
+	d, both := diffError(gerr, werr)
+	if both && got != want {
+		d = fmt.Sprintf("store paused=%v, model paused=%v", got.Paused, want.Paused)
+	}
+	return d
+}
+
 // InspectRequeue implements core.Store.
 func (w *twin) InspectRequeue(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
 	got, gerr := w.store.InspectRequeue(ctx, p)

@@ -26,6 +26,7 @@ type queue struct {
 	name     string
 	capacity int
 	seq      uint64 // last value of the queue's sequence
+	paused   bool   // set by Pause: pop claims nothing
 	counts   model.Counts
 	closed   bool // set by Store.Close: every operation returns core.ErrClosed
 
@@ -311,6 +312,9 @@ func (q *queue) pop(now time.Time, lease time.Duration, n int) ([]model.Task, er
 	}
 	if err := model.ValidatePopSize(n); err != nil {
 		return nil, err
+	}
+	if q.paused {
+		return []model.Task{}, nil
 	}
 	var small [16]*task
 	claimed := small[:0]

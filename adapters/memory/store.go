@@ -284,9 +284,33 @@ func (s *Store) Counts(ctx context.Context, p core.CountsParams) (core.Counts, e
 	var c core.Counts
 	err := s.read(ctx, p.Queue, func(q *queue) error {
 		c = q.counts
+		c.Paused = q.paused
 		return nil
 	})
 	return c, err
+}
+
+// Pause sets the queue's paused flag (model.Queue.Pause), under the queue's
+// lock, which every Pop takes: a Pop that starts after Pause returned claims
+// nothing. Pausing creates the queue if it has had no task yet.
+func (s *Store) Pause(ctx context.Context, p core.PauseParams) (core.PauseResult, error) {
+	return s.setPaused(ctx, p.Queue, true)
+}
+
+// Resume clears the queue's paused flag (model.Queue.Resume).
+func (s *Store) Resume(ctx context.Context, p core.PauseParams) (core.PauseResult, error) {
+	return s.setPaused(ctx, p.Queue, false)
+}
+
+func (s *Store) setPaused(ctx context.Context, name string, paused bool) (core.PauseResult, error) {
+	_, err := s.write(ctx, name, paused, func(q *queue, _ time.Time) error {
+		q.paused = paused
+		return nil
+	})
+	if err != nil {
+		return core.PauseResult{}, err
+	}
+	return core.PauseResult{Paused: paused}, nil
 }
 
 // InspectRequeue is an operator's requeue (model.Queue.InspectRequeue).

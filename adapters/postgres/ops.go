@@ -232,7 +232,7 @@ func (s *Store) Pop(ctx context.Context, p core.PopParams) (core.TasksResult, er
 // pop claims up to n Ready tasks in the operation's transaction, as Pop does
 // (and AckBatch's pop).
 func (o *opTx) pop(lease time.Duration, n int) ([]model.Task, error) {
-	if !o.has {
+	if !o.has || o.paused { // the flag was read under the queue's lock
 		return []model.Task{}, nil
 	}
 	deadline := model.Round(o.now.Add(lease))
@@ -808,10 +808,15 @@ func (s *Store) Counts(ctx context.Context, p core.CountsParams) (core.Counts, e
 		}
 		defer rows.Close()
 		for rows.Next() {
+			var flag bool
 			var st int16
 			var n int64
-			if err := rows.Scan(&st, &n); err != nil {
+			if err := rows.Scan(&flag, &st, &n); err != nil {
 				return err
+			}
+			if flag {
+				c.Paused = n == 1
+				continue
 			}
 			switch state := model.State(st); {
 			case st < int16(model.Scheduled) || st > int16(model.Failed):
@@ -834,6 +839,33 @@ func (s *Store) Counts(ctx context.Context, p core.CountsParams) (core.Counts, e
 		return core.Counts{}, err
 	}
 	return c, nil
+}
+
+// Pause implements core.Store: it sets the queue's paused flag under the
+// queue's row lock, which every Pop takes and reads the flag under.
+func (s *Store) Pause(ctx context.Context, p core.PauseParams) (core.PauseResult, error) {
+	return s.setPaused(ctx, p.Queue, true)
+}
+
+// Resume implements core.Store: it clears the queue's paused flag and
+// wakes the queue's waiting workers.
+func (s *Store) Resume(ctx context.Context, p core.PauseParams) (core.PauseResult, error) {
+	return s.setPaused(ctx, p.Queue, false)
+}
+
+func (s *Store) setPaused(ctx context.Context, queue string, paused bool) (core.PauseResult, error) {
+	var flags lockFlags
+	if !paused {
+		flags = lockNotify // the queue's Ready tasks may be claimed again
+	}
+	_, err := s.write(ctx, queue, flags, nil, func(o *opTx) error {
+		_, err := o.tx.Exec(o.ctx, s.q.setPaused, queue, paused)
+		return err
+	})
+	if err != nil {
+		return core.PauseResult{}, err
+	}
+	return core.PauseResult{Paused: paused}, nil
 }
 
 func clone(b []byte) []byte {

@@ -14,7 +14,7 @@ import (
 
 // SchemaVersion is the version of the schema this build creates and uses.
 // Open migrates an older schema forward and refuses a newer one.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // migrations[i] brings a schema at version i to version i+1. Each runs in
 // the transaction that records its version in schema_version. "{s}" is the
@@ -58,6 +58,8 @@ CREATE INDEX tasks_state ON {s}.tasks (queue, state, id);
 	// 3: a record set aside (state Quarantined, in no partial index) keeps
 	// why in quarantine.
 	`ALTER TABLE {s}.tasks ADD COLUMN quarantine text`,
+	// 4: the queue's paused flag: while it is set, Pop claims nothing.
+	`ALTER TABLE {s}.queues ADD COLUMN paused boolean NOT NULL DEFAULT false;`,
 }
 
 // migrate creates the schema if needed and applies the migrations it lacks,

@@ -86,7 +86,7 @@ type queries struct {
 	damagedDeadline, claimExpired, requeue, finalize    string
 	recoverExpired, inspectRequeue, remove, prune       string
 	setAside                                            string
-	get, counts, queues                                 string
+	get, counts, queues, setPaused                      string
 	list                                                map[model.State]string
 	notify                                              string
 
@@ -103,7 +103,8 @@ func buildQueries(schema string) queries {
 	q := queries{
 		schema:      schema,
 		ensureQueue: f(`INSERT INTO {s}.queues (name, seq) VALUES ($1, 0) ON CONFLICT (name) DO NOTHING`),
-		lock:        f(`SELECT seq FROM {s}.queues WHERE name = $1 FOR UPDATE`),
+		lock:        f(`SELECT seq, paused FROM {s}.queues WHERE name = $1 FOR UPDATE`),
+		setPaused:   f(`UPDATE {s}.queues SET paused = $2 WHERE name = $1`),
 		anyTask:     f(`SELECT EXISTS (SELECT 1 FROM {s}.tasks WHERE queue = $1)`),
 		probe:       f(`SELECT state, claim_token, version FROM {s}.tasks WHERE queue = $1 AND id = $2`),
 		pending: f(`SELECT count(*) FROM (SELECT 1 FROM {s}.tasks WHERE queue = $1 AND state IN (%d, %d, %d) LIMIT $2) p`,
@@ -265,9 +266,12 @@ hit AS MATERIALIZED (
 )
 DELETE FROM {s}.tasks t USING doomed WHERE t.queue = $1 AND t.id = doomed.id RETURNING t.id, t.finished_at`, model.Succeeded, model.Failed),
 
-		get:    f(`SELECT %s FROM {s}.tasks WHERE queue = $1 AND id = $2`, taskColumns),
-		counts: f(`SELECT state, count(*) FROM {s}.tasks WHERE queue = $1 GROUP BY state`),
-		list:   map[model.State]string{},
+		get: f(`SELECT %s FROM {s}.tasks WHERE queue = $1 AND id = $2`, taskColumns),
+		// (false, state, count) per state, then (true, 0, paused) for the
+		// queue's row: one statement, one committed state.
+		counts: f(`SELECT false, state, count(*) FROM {s}.tasks WHERE queue = $1 GROUP BY state
+UNION ALL SELECT true, 0, paused::int FROM {s}.queues WHERE name = $1`),
+		list: map[model.State]string{},
 	}
 	// $5, the state, is the one the task gets unless it runs after now.
 	q.enqueueNow = strings.Replace(atTxNow(q.enqueue, 7), "$5::smallint",

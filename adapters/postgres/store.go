@@ -261,6 +261,8 @@ type opTx struct {
 	now   time.Time
 	seq   int64
 	has   bool
+	// paused is the queue's paused flag, read under its lock.
+	paused bool
 
 	// pipe queues statements to follow the lock's, and piped reads their
 	// results (nil: none).
@@ -614,7 +616,7 @@ func (o *opTx) lock(flags lockFlags) error {
 	if _, err := res.Exec(); err != nil {
 		return err
 	}
-	switch err := res.QueryRow().Scan(&o.seq); {
+	switch err := res.QueryRow().Scan(&o.seq, &o.paused); {
 	case errors.Is(err, pgx.ErrNoRows):
 		o.has = false
 	case err != nil:

@@ -105,7 +105,11 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 // the task (code 0) or the refusal's detail. After the items, the reply of
 // ack_pop.lua holds the tasks its pop claimed; any other script's ends there.
 func (s *Store) batch(ctx context.Context, sc *script, queue string, items []core.ItemResult, sent []int, id func(int) string, args []any) (core.BatchResult, error) {
-	r, err := s.eval(ctx, sc, s.queueKeys(queue), "", args...)
+	keys := s.queueKeys(queue)
+	if sc == ackPopScript {
+		keys = s.pausedKeys(queue) // its pop reads the paused flag
+	}
+	r, err := s.eval(ctx, sc, keys, "", args...)
 	if err != nil {
 		return core.BatchResult{}, err
 	}

@@ -191,7 +191,15 @@ func (s *Store) Pop(ctx context.Context, p core.PopParams) (core.TasksResult, er
 	if err != nil {
 		return core.TasksResult{Now: clockNow}, err
 	}
-	at, tasks, err := s.tasksOp(ctx, popScript, p.Queue, now, lease, p.N)
+	r, err := s.eval(ctx, popScript, s.pausedKeys(p.Queue), "", now, lease, p.N)
+	if err != nil {
+		return core.TasksResult{}, err
+	}
+	at, err := parseNow(r.head)
+	if err != nil {
+		return core.TasksResult{}, err
+	}
+	tasks, err := decodeTasks(p.Queue, r.rest)
 	if err != nil {
 		return core.TasksResult{}, err
 	}
@@ -407,20 +415,49 @@ func (s *Store) Counts(ctx context.Context, p core.CountsParams) (core.Counts, e
 	if err := s.begin(ctx, p.Queue); err != nil {
 		return core.Counts{}, err
 	}
-	r, err := s.eval(ctx, countsScript, s.queueKeys(p.Queue), "")
+	r, err := s.eval(ctx, countsScript, s.pausedKeys(p.Queue), "")
 	if err != nil {
 		return core.Counts{}, err
 	}
-	if len(r.rest) != 6 {
+	if len(r.rest) != 7 {
 		return core.Counts{}, fmt.Errorf("leasehold/redis: Counts returned %d numbers", len(r.rest))
 	}
-	var n [6]int
+	var n [7]int
 	for i, v := range r.rest {
 		if n[i], err = strconv.Atoi(v); err != nil {
 			return core.Counts{}, fmt.Errorf("leasehold/redis: Counts returned %q", v)
 		}
 	}
-	return core.Counts{Scheduled: n[0], Ready: n[1], Running: n[2], Succeeded: n[3], Failed: n[4], Quarantined: n[5]}, nil
+	return core.Counts{Scheduled: n[0], Ready: n[1], Running: n[2], Succeeded: n[3], Failed: n[4], Quarantined: n[5], Paused: n[6] == 1}, nil
+}
+
+// Pause implements core.Store: it sets the queue's paused key, which the Pop
+// script reads in the step that claims.
+func (s *Store) Pause(ctx context.Context, p core.PauseParams) (core.PauseResult, error) {
+	return s.setPaused(ctx, p.Queue, true)
+}
+
+// Resume implements core.Store: it deletes the queue's paused key.
+func (s *Store) Resume(ctx context.Context, p core.PauseParams) (core.PauseResult, error) {
+	return s.setPaused(ctx, p.Queue, false)
+}
+
+func (s *Store) setPaused(ctx context.Context, queue string, paused bool) (core.PauseResult, error) {
+	if err := s.begin(ctx, queue); err != nil {
+		return core.PauseResult{}, err
+	}
+	arg := "0"
+	if paused {
+		arg = "1"
+	}
+	r, err := s.eval(ctx, pauseScript, s.pausedKeys(queue), "", arg)
+	if err != nil {
+		return core.PauseResult{}, err
+	}
+	if r.head != arg {
+		return core.PauseResult{}, fmt.Errorf("leasehold/redis: %v returned %q", pauseScript.op, r.head)
+	}
+	return core.PauseResult{Paused: paused}, nil
 }
 
 // InspectRequeue implements core.Store.

@@ -44,11 +44,14 @@ type script struct {
 	*goredis.Script
 }
 
-// A script's kind: a read, or a write, which remembers its answer under a
-// memo key so that a retransmission of the call is answered with it.
+// A script's kind: a read; a write, which remembers its answer under a
+// memo key so that a retransmission of the call is answered with it; or an
+// idempotent write, whose retransmission gets the first answer anyway and
+// which keeps no memo.
 const (
 	read = iota
 	memoWrite
+	idempotentWrite
 )
 
 func loadScript(file string, op model.Op, kind int) *script {
@@ -196,11 +199,13 @@ var (
 	getScript            = loadScript("get.lua", model.OpGet, read)
 	listScript           = loadScript("list.lua", model.OpList, read)
 	countsScript         = loadScript("counts.lua", model.OpCounts, read)
+	pauseScript          = loadScript("pause.lua", model.OpPause, idempotentWrite)
 
 	allScripts = []*script{enqueueScript, promoteScript, popScript, extendScript,
 		ackScript, failScript, retryScript, claimExpiredScript, requeueScript,
 		finalizeScript, recoverExpiredScript, inspectRequeueScript, removeScript,
-		pruneScript, enqueueBatchScript, ackBatchScript, ackPopScript, getScript, listScript, countsScript}
+		pruneScript, enqueueBatchScript, ackBatchScript, ackPopScript, getScript, listScript, countsScript,
+		pauseScript}
 )
 
 // The return codes of the scripts (lua/lib.lua).

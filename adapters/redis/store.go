@@ -145,6 +145,12 @@ func (s *Store) queueKeys(queue string, id ...string) []string {
 	return keys
 }
 
+// pausedKeys returns KEYS for a script that reads or sets the queue's
+// paused flag: the queue's keys, then the flag's key (in the queue's slot).
+func (s *Store) pausedKeys(queue string) []string {
+	return append(s.queueKeys(queue), s.prefix+"{"+queue+"}:paused")
+}
+
 // TaskKey returns the key of a task's hash (for operators and tests).
 func (s *Store) TaskKey(queue, id string) string {
 	return s.prefix + "{" + queue + "}:task:" + id

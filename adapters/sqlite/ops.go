@@ -358,6 +358,12 @@ func (s *Store) Pop(ctx context.Context, p core.PopParams) (core.TasksResult, er
 // pop claims up to n Ready tasks in t, as Pop does (and AckBatch's pop),
 // setting aside the damaged rows it meets.
 func (s *Store) pop(t tx, queue string, lease time.Duration, n int, now time.Time) (tasks []model.Task, err error) {
+	switch paused, err := t.paused(queue); {
+	case err != nil:
+		return nil, err
+	case paused:
+		return []model.Task{}, nil
+	}
 	deadline := model.Round(now.Add(lease))
 	err = t.settingAside(func() (err error) {
 		if s.popMode == PopSelectUpdate {
@@ -371,6 +377,45 @@ func (s *Store) pop(t tx, queue string, lease time.Duration, n int, now time.Tim
 		return t.advanceTo(queue, len(tasks), lastVersion(tasks))
 	})
 	return tasks, err
+}
+
+// paused reads the queue's paused flag, in the transaction of the Pop that
+// obeys it.
+func (t tx) paused(queue string) (bool, error) {
+	var one int
+	switch err := t.queryRow(sqlPaused, queue).Scan(&one); {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
+}
+
+// Pause implements core.Store: it sets the queue's paused flag, which every
+// Pop reads in its own write transaction.
+func (s *Store) Pause(ctx context.Context, p core.PauseParams) (core.PauseResult, error) {
+	return s.setPaused(ctx, p.Queue, true)
+}
+
+// Resume implements core.Store: it clears the queue's paused flag.
+func (s *Store) Resume(ctx context.Context, p core.PauseParams) (core.PauseResult, error) {
+	return s.setPaused(ctx, p.Queue, false)
+}
+
+func (s *Store) setPaused(ctx context.Context, queue string, paused bool) (core.PauseResult, error) {
+	flag := 0
+	if paused {
+		flag = 1
+	}
+	_, err := s.write(ctx, queue, nil, func(t tx, _ time.Time) error {
+		_, err := t.exec(sqlSetPaused, queue, flag)
+		return err
+	})
+	if err != nil {
+		return core.PauseResult{}, err
+	}
+	return core.PauseResult{Paused: paused}, nil
 }
 
 // popReturning claims the first n Ready tasks with one UPDATE … RETURNING
@@ -905,10 +950,15 @@ func (s *Store) Counts(ctx context.Context, p core.CountsParams) (core.Counts, e
 		}
 		defer rows.Close()
 		for rows.Next() {
+			var kind int
 			var st any
 			var n int64
-			if err := rows.Scan(&st, &n); err != nil {
+			if err := rows.Scan(&kind, &st, &n); err != nil {
 				return corrupt("counts: %v", err)
+			}
+			if kind == 1 {
+				c.Paused = n == 1
+				continue
 			}
 			state := model.Quarantined // set aside, or a state that is none
 			if validState(st) {

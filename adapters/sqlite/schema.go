@@ -18,7 +18,7 @@ const applicationID = 0x4C534844
 // SchemaVersion is the schema this package writes, kept in PRAGMA
 // user_version. Open migrates older leasehold databases forward and refuses
 // newer ones.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // migrations[i] brings a database from schema version i to i+1.
 var migrations = []string{
@@ -67,6 +67,8 @@ CREATE INDEX tasks_state     ON tasks (queue, state, id);
 	// 2 -> 3: the attempt timeout stored with a task, in nanoseconds (0:
 	// none); the tasks of older versions have none.
 	`ALTER TABLE tasks ADD COLUMN timeout_ns INTEGER NOT NULL DEFAULT 0;`,
+	// 3 -> 4: the queue's paused flag (1 while paused: Pop claims nothing).
+	`ALTER TABLE queues ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;`,
 }
 
 // The LiteQueue table Open recognizes: one table named Queue with these

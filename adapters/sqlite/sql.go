@@ -221,7 +221,16 @@ var (
 			taskColumns, lifeStates())
 		return m
 	}()
-	sqlCounts = `SELECT state, count(*) FROM tasks WHERE queue = ?1 GROUP BY state`
+	// Counts: (0, state, count) per state, then (1, NULL, paused) when the
+	// queue has a row, in one statement so it reads one committed state.
+	sqlCounts = `SELECT 0, state, count(*) FROM tasks WHERE queue = ?1 GROUP BY state
+UNION ALL SELECT 1, NULL, paused = 1 FROM queues WHERE name = ?1`
+	// Pop reads the paused flag in its own write transaction.
+	sqlPaused = `SELECT 1 FROM queues WHERE name = ?1 AND paused = 1`
+	// ?1 queue, ?2 the flag (0 or 1). A queue paused before its first task
+	// gets its row with the sequence at 0 (see tx.draw).
+	sqlSetPaused = `INSERT INTO queues (name, seq, paused) VALUES (?1, 0, ?2)
+ON CONFLICT (name) DO UPDATE SET paused = ?2`
 	sqlQueues = `SELECT name FROM queues ORDER BY name`
 )
 

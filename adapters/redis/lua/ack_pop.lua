@@ -10,7 +10,8 @@
 -- the ready index, so the acks do not change what the pop finds).
 --
 -- KEYS: KEYS[1..11] as in lib.lua (the tasks' keys are KEYS[11] .. ID);
--- KEYS[12] the memo key.
+-- KEYS[12] the paused key (see pause.lua: while it exists, the pop claims
+-- nothing; the acks go on); KEYS[13] the memo key.
 -- ARGV[1] now: µs, or '' for the server's TIME
 -- ARGV[2] lease: µs, > 0
 -- ARGV[3] n: the pop's batch size, >= 1
@@ -42,9 +43,12 @@ return run(function()
     if tasks[id] then found[#found + 1] = tasks[id] end
   end
   check_all(found)
-  local first, aside = sift('ready', function(offset, count)
-    return rcall(KEYS[2], 'ZRANGE', KEYS[2], fmt(offset), fmt(offset + count - 1), 'WITHSCORES')
-  end, k, seq)
+  local first, aside = {}, {}
+  if redis.call('EXISTS', KEYS[12]) == 0 then
+    first, aside = sift('ready', function(offset, count)
+      return rcall(KEYS[2], 'ZRANGE', KEYS[2], fmt(offset), fmt(offset + count - 1), 'WITHSCORES')
+    end, k, seq)
+  end
 
   local items, changed = {}, {}
   local version = seq

@@ -1,10 +1,11 @@
--- counts.lua: Counts returns the number of tasks in each state.
+-- counts.lua: Counts returns the number of tasks in each state and the
+-- paused flag.
 --
--- KEYS: KEYS[1..11] as in lib.lua.
+-- KEYS: KEYS[1..11] as in lib.lua; KEYS[12] the paused key (see pause.lua).
 -- ARGV: none
 --
 -- Returns:
---   {0, '', scheduled, ready, running, succeeded, failed, quarantined}   (decimal)
+--   {0, '', scheduled, ready, running, succeeded, failed, quarantined, paused}   (decimal; paused 1 or 0)
 --   {8, key, detail}             CORRUPT
 return run(function()
   local out = {OK, ''}
@@ -13,5 +14,6 @@ return run(function()
   end
   local q = qkey()
   out[#out + 1] = fmt(rcall(q, 'ZCARD', q))
+  out[#out + 1] = fmt(redis.call('EXISTS', KEYS[12]))
   return out
 end)

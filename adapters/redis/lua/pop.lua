@@ -5,7 +5,8 @@
 -- counted (see set_aside in lib.lua).
 --
 -- KEYS: KEYS[1..11] as in lib.lua (the tasks are found in the ready index;
--- their keys are KEYS[11] .. ID).
+-- their keys are KEYS[11] .. ID); KEYS[12] the paused key (see pause.lua):
+-- while it exists, Pop claims nothing.
 -- ARGV[1] now: µs, or '' for the server's TIME
 -- ARGV[2] lease: µs, > 0
 -- ARGV[3] n: batch size, >= 1
@@ -23,6 +24,7 @@ return run(function()
   local seq = load_seq()
   local m = recall_reply()
   if m then return m end
+  if redis.call('EXISTS', KEYS[12]) == 1 then return {OK, fmt(now)} end
   local first, aside = sift('ready', function(offset, count)
     return rcall(KEYS[2], 'ZRANGE', KEYS[2], fmt(offset), fmt(offset + count - 1), 'WITHSCORES')
   end, n, seq)
