@@ -84,7 +84,7 @@ type Output struct {
 	Claims []model.ReapClaim `json:"claims,omitempty"`
 	Counts *model.Counts     `json:"counts,omitempty"`
 	Next   string            `json:"next,omitempty"`
-	Items  []ItemOutput      `json:"items,omitempty"` // EnqueueBatch, AckBatch
+	Items  []ItemOutput      `json:"items,omitempty"`  // EnqueueBatch, AckBatch
 	Paused *bool             `json:"paused,omitempty"` // Pause, Resume: the flag as the call left it
 
 	// Err is the kind of a definite error (see ErrorKind), "" for success.

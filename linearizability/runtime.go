@@ -423,6 +423,29 @@ func (x *runtimeRun) run(ctx context.Context, queue *core.Queue, inspectors []*c
 	}
 	stopActors()
 	x.schedulers.close()
+	if slices.ContainsFunc(p.Inspects, func(a InspectAction) bool { return a.Kind == InspectPause }) {
+		// An operator paused the queue: resume it, recorded, so the drain
+		// can finish its tasks. The call runs beside the clock, which a
+		// stalled call waits on.
+		resumed := make(chan struct{})
+		go x.guard(inspectorName(0), func() {
+			defer close(resumed)
+			for range 3 { // a call fault may lose a resume: it is idempotent
+				if _, err := inspectors[0].Resume(runCtx); err == nil {
+					return
+				}
+			}
+		})
+	wait:
+		for range 1000 {
+			select {
+			case <-resumed:
+				break wait
+			default:
+				x.advance(time.Millisecond, "resume")
+			}
+		}
+	}
 
 	// Drain: time passes until every task is terminal.
 	x.rec.Event("drain")
@@ -547,6 +570,10 @@ func operate(ctx context.Context, in *core.Inspector, a InspectAction, p *Runtim
 		_, _ = in.Get(ctx, id)
 	case InspectCounts:
 		_, _ = in.Counts(ctx)
+	case InspectPause:
+		_, _ = in.Pause(ctx)
+	case InspectResume:
+		_, _ = in.Resume(ctx)
 	case InspectRequeueAny:
 		_, _ = in.Requeue(ctx, id, core.AnyVersion)
 	case InspectRequeueSeen, InspectRemove:

@@ -240,9 +240,11 @@ const (
 	InspectRequeueSeen // Requeue with the version the operator just read
 	InspectRequeueAny  // Requeue with AnyVersion
 	InspectRemove      // Remove with the version the operator just read
+	InspectPause       // Pause the queue (the harness resumes it before the drain)
+	InspectResume      // Resume the queue
 )
 
-var inspectKindNames = [...]string{"get", "counts", "requeue-seen", "requeue-any", "remove"}
+var inspectKindNames = [...]string{"get", "counts", "requeue-seen", "requeue-any", "remove", "pause", "resume"}
 
 // String returns the action's name.
 func (k InspectKind) String() string {

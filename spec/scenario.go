@@ -132,8 +132,8 @@ func prune(states []model.State, ids ...string) Step {
 	return Step{Op: model.OpPrune, States: states, Got: ids}
 }
 func get(id, label string) Step { return Step{Op: model.OpGet, ID: id, Label: label} }
-func pause() Step                { return Step{Op: model.OpPause} }
-func resume() Step               { return Step{Op: model.OpResume} }
+func pause() Step               { return Step{Op: model.OpPause} }
+func resume() Step              { return Step{Op: model.OpResume} }
 
 func (s Step) after(d time.Duration) Step { s.Advance = d; return s }
 func (s Step) fails(err error) Step       { s.Want = err; return s }

@@ -14,8 +14,12 @@
 // applies the migrations it lacks, under an advisory lock, each recorded in
 // the schema_version table; a schema from a newer build is refused.
 //
-//   - queues(name, seq): each queue's sequence, the last value drawn. The
-//     row outlives the queue's tasks, so no value is drawn twice.
+//   - queues(name, seq, paused): each queue's sequence, the last value
+//     drawn, and its paused flag (schema version 3). The row outlives the
+//     queue's tasks, so no value is drawn twice. Every write reads the flag
+//     with its lock of the row, so a Pop claims nothing once a Pause (which
+//     takes the same lock) has committed; Resume notifies the queue's
+//     listeners.
 //   - tasks: one row per task with every field of model.Task, keyed by
 //     (queue, id). The ID is bytea (any bytes, ordered as Go orders
 //     strings); times are Unix microseconds, NULL for the zero time; the

@@ -25,6 +25,12 @@
 //	P{q}:finished        zset    Succeeded and Failed IDs, score finished_at (µs)
 //	P{q}:ids:<state>     zset    the IDs of one state, all at score 0, for List
 //	P{q}:req:<request>   string  a write's whole reply, for 30 s (see Retransmissions)
+//	P{q}:paused          string  "1" while the queue is paused (Pause); absent otherwise
+//
+// The Pop script reads P{q}:paused in the same script that claims, so no Pop
+// claims a task once a Pause has returned; Counts reports it. A queue paused
+// before its first task has only this key, and is listed (Queues) once it
+// has a sequence.
 //
 // A task is one string, so one GET reads it and one SET writes it: a
 // MessagePack array (as Redis's cmsgpack packs a Lua list) of every field of

@@ -66,10 +66,13 @@
 // application ID "LSHD" in PRAGMA application_id; Open applies the forward
 // migrations in one transaction and refuses a database from a newer build.
 //
-//   - queues(name, seq): each queue's sequence, the last value drawn. Every
-//     change to a task stamps it with the next value (Task.Version); a Pop's
-//     value is also the claim token. The row outlives the queue's tasks, so
-//     no value is ever drawn twice.
+//   - queues(name, seq, paused): each queue's sequence, the last value
+//     drawn, and its paused flag. Every change to a task stamps it with the
+//     next value (Task.Version); a Pop's value is also the claim token. The
+//     row outlives the queue's tasks, so no value is ever drawn twice. A Pop
+//     reads the flag in its own write transaction and claims nothing while
+//     it is 1 (Pause); Pausing a queue with no row yet makes the row, with
+//     the sequence at 0. Schema version 4 added the flag.
 //   - tasks: one row per task with every field of model.Task, keyed by
 //     (queue, id). Times are Unix microseconds, NULL for the zero time;
 //     payload and result are BLOBs; the error history is a JSON array of

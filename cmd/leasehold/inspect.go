@@ -84,7 +84,7 @@ func inspect(args []string, stdout, stderr io.Writer) int {
 	expect := fs.Uint64("expect", 0, "remove: only if the task is at this `version` (0: any; a quarantined record has none)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: leasehold inspect [flags] queues | counts | list STATE | get ID | remove ID\n\nSTATE is one of scheduled, ready, running, succeeded, failed, quarantined\n(records the store could not read, set aside; remove deletes one).\n\n")
+		fmt.Fprintf(stderr, "usage: leasehold inspect [flags] queues | counts | list STATE | get ID | remove ID | pause | resume\n\nSTATE is one of scheduled, ready, running, succeeded, failed, quarantined\n(records the store could not read, set aside; remove deletes one).\npause stops workers from claiming the queue's tasks (running ones go on)\nuntil resume; counts shows whether the queue is paused.\n\n")
 		fs.PrintDefaults()
 		fmt.Fprint(stderr, exitCodes)
 	}
@@ -130,6 +130,17 @@ func inspect(args []string, stdout, stderr io.Writer) int {
 		out, err = s.List(ctx, core.ListParams{Queue: *queue, State: state, After: *after, Limit: *limit})
 	case cmd[0] == "get" && len(cmd) == 2:
 		out, err = s.Get(ctx, core.GetParams{Queue: *queue, ID: cmd[1]})
+	case (cmd[0] == "pause" || cmd[0] == "resume") && len(cmd) == 1:
+		var ins *core.Inspector
+		if ins, err = core.NewInspector(s, *queue); err == nil {
+			st := pauseState{Queue: *queue}
+			if cmd[0] == "pause" {
+				st.Paused, err = ins.Pause(ctx)
+			} else {
+				st.Paused, err = ins.Resume(ctx)
+			}
+			out = st
+		}
 	case cmd[0] == "remove" && len(cmd) == 2:
 		var ins *core.Inspector
 		if ins, err = core.NewInspector(s, *queue); err == nil {
@@ -165,8 +176,14 @@ func printInspection(w io.Writer, out any) {
 			fmt.Fprintln(tw, n)
 		}
 	case core.Counts:
-		fmt.Fprintln(tw, "scheduled\tready\trunning\tsucceeded\tfailed\tquarantined\ttotal")
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\n", v.Scheduled, v.Ready, v.Running, v.Succeeded, v.Failed, v.Quarantined, v.Total())
+		fmt.Fprintln(tw, "scheduled\tready\trunning\tsucceeded\tfailed\tquarantined\ttotal\tpaused")
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", v.Scheduled, v.Ready, v.Running, v.Succeeded, v.Failed, v.Quarantined, v.Total(), yesNo(v.Paused))
+	case pauseState:
+		state := "resumed: workers claim its tasks"
+		if v.Paused {
+			state = "paused: workers claim none of its tasks until resume"
+		}
+		fmt.Fprintf(tw, "queue %s %s\n", v.Queue, state)
 	case core.ListResult:
 		fmt.Fprintln(tw, "id\tstate\tpriority\tattempt\tversion\ttoken\tenqueued\tdeadline\terrors")
 		for _, t := range v.Tasks {
@@ -225,6 +242,19 @@ func stamp(t time.Time) string {
 		return "-"
 	}
 	return t.UTC().Format(time.RFC3339Nano)
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// pauseState is the answer of `inspect pause` and `inspect resume`.
+type pauseState struct {
+	Queue  string `json:"queue"`
+	Paused bool   `json:"paused"`
 }
 
 // queueNames is the answer of `inspect queues`.

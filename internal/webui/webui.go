@@ -1,7 +1,8 @@
 // Package webui is the web inspector `leasehold ui` serves: a store's queues
 // with their counts by state, each queue's tasks by state a page at a time,
 // and a task's page with its claim and its error history, from which an
-// operator requeues or removes the task.
+// operator requeues or removes the task. A queue's page shows whether the
+// queue is paused and pauses or resumes it.
 //
 // Pages are rendered on the server with html/template; there is no script.
 // Every action is a POST form that carries the task's version as the page
@@ -12,7 +13,8 @@
 // per-process secret token, which must also come back in a SameSite=Strict
 // cookie, and a POST whose Origin is not the server's own is refused, so
 // another site cannot make an operator's browser act. No GET changes
-// anything.
+// anything. Pause and Resume are POST forms too, with the same token and
+// origin checks; they carry no version (both are idempotent).
 package webui
 
 import (
@@ -76,6 +78,8 @@ func New(store core.Store) (*Server, error) {
 	s.mux.HandleFunc("GET /queues/{queue}", s.list)
 	s.mux.HandleFunc("GET /queues/{queue}/tasks/{id}", s.task)
 	s.mux.HandleFunc("POST /queues/{queue}/tasks/{id}/{action}", s.act)
+	s.mux.HandleFunc("POST /queues/{queue}/pause", s.pause)
+	s.mux.HandleFunc("POST /queues/{queue}/resume", s.pause)
 	return s, nil
 }
 
@@ -101,6 +105,7 @@ type queueRow struct {
 	Name   string
 	Counts []stateCount
 	Total  int
+	Paused bool
 	Err    string
 }
 
@@ -153,7 +158,7 @@ func (s *Server) queues(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			row.Err = err.Error()
 		} else {
-			row.Counts, row.Total = counts(c), c.Total()
+			row.Counts, row.Total, row.Paused = counts(c), c.Total(), c.Paused
 		}
 		p.Queues = append(p.Queues, row)
 	}
@@ -164,6 +169,7 @@ type listPage struct {
 	base
 	Queue  string
 	State  model.State
+	Paused bool
 	Counts []stateCount
 	Tasks  []model.Task
 	After  string
@@ -210,7 +216,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.render(w, http.StatusOK, "list.html", listPage{
-		base: s.base(queue, r), Queue: queue, State: state, Counts: counts(c),
+		base: s.base(queue, r), Queue: queue, State: state, Paused: c.Paused, Counts: counts(c),
 		Tasks: page.Tasks, After: after, Next: page.Next, Limit: limit,
 	})
 }
@@ -308,6 +314,44 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// pause pauses or resumes a queue (the last segment of the path says
+// which), then shows the queue's page.
+func (s *Server) pause(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
+	defer cancel()
+	if !s.sameOrigin(r) {
+		http.Error(w, "refused: the request comes from another site", http.StatusForbidden)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 1<<14)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad form", http.StatusBadRequest)
+		return
+	}
+	if !s.validToken(r) {
+		http.Error(w, "refused: the form's token is missing or out of date; load the page again", http.StatusForbidden)
+		return
+	}
+	queue := r.PathValue("queue")
+	ins, err := core.NewInspector(s.store, queue)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	done := "resumed"
+	if strings.HasSuffix(r.URL.Path, "/pause") {
+		done = "paused"
+		_, err = ins.Pause(ctx)
+	} else {
+		_, err = ins.Resume(ctx)
+	}
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	http.Redirect(w, r, queuePath(queue, "")+"?done="+done, http.StatusSeeOther)
+}
+
 // sameOrigin reports whether a POST comes from a page of this server: its
 // Origin (or, without one, its Referer) names the request's host. A request
 // with neither is let through to the token check (some clients send none).
@@ -338,6 +382,12 @@ func (s *Server) base(title string, r *http.Request) base {
 	b := base{Title: title, Token: s.token}
 	if id := r.URL.Query().Get("removed"); id != "" {
 		b.Notice = "Removed task " + id + "."
+	}
+	switch r.URL.Query().Get("done") {
+	case "paused":
+		b.Notice = "Paused: workers claim none of this queue's tasks until you resume it. Running tasks go on."
+	case "resumed":
+		b.Notice = "Resumed: workers claim this queue's tasks again."
 	}
 	return b
 }
