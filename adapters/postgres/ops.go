@@ -859,8 +859,11 @@ func (s *Store) setPaused(ctx context.Context, queue string, paused bool) (core.
 		flags = lockNotify // the queue's Ready tasks may be claimed again
 	}
 	_, err := s.write(ctx, queue, flags, nil, func(o *opTx) error {
-		_, err := o.tx.Exec(o.ctx, s.q.setPaused, queue, paused)
-		return err
+		if _, err := o.tx.Exec(o.ctx, s.q.setPaused, queue, paused); err != nil {
+			return err
+		}
+		o.paused = paused // for the writes after it in the same transaction
+		return nil
 	})
 	if err != nil {
 		return core.PauseResult{}, err
