@@ -150,6 +150,7 @@ func buildQueries(schema string) queries {
 		popReturning: f(`WITH first AS (
   SELECT tid, id, row_number() OVER (ORDER BY priority DESC, version) AS rank FROM (
     SELECT ctid AS tid, id, priority, version FROM {s}.tasks WHERE queue = $1 AND state = %[1]d ORDER BY priority DESC, version LIMIT $2 FOR UPDATE SKIP LOCKED) f
+  WHERE NOT (SELECT paused FROM {s}.queues WHERE name = $1) -- a paused queue: nothing (read after the lock)
 ), u AS (
   UPDATE {s}.tasks t SET state = %[2]d, version = %[3]s + first.rank, claim_token = %[3]s + first.rank,
     attempt = t.attempt + 1, claimed_at = $3, deadline = $4
