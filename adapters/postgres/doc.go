@@ -15,7 +15,7 @@
 // the schema_version table; a schema from a newer build is refused.
 //
 //   - queues(name, seq, paused): each queue's sequence, the last value
-//     drawn, and its paused flag (schema version 3). The row outlives the
+//     drawn, and its paused flag (schema version 4). The row outlives the
 //     queue's tasks, so no value is drawn twice. Every write reads the flag
 //     with its lock of the row, so a Pop claims nothing once a Pause (which
 //     takes the same lock) has committed; Resume notifies the queue's
