@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -96,6 +97,67 @@ func TestStartCluster(t *testing.T) {
 	}
 	if err := c.Do(ctx, "MSET", "{a}x", "1", "{b}y", "2").Err(); err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
 		t.Errorf("MSET across slots: %v, want CROSSSLOT", err)
+	}
+}
+
+// Three masters split the slots, each with a replica; keys land on every
+// master; a failover kills one master and its replica serves its slots,
+// with what the master had replicated, while the other masters go on.
+func TestStartCluster3AndFailover(t *testing.T) {
+	ctx := context.Background()
+	cl := redistest.StartCluster3(t, true)
+	if len(cl.Masters) != 3 || len(cl.Replicas) != 3 {
+		t.Fatalf("%d masters, %d replicas", len(cl.Masters), len(cl.Replicas))
+	}
+	c := cl.Client()
+	keys := map[int]string{}
+	for i := 0; len(keys) < 3 && i < 100; i++ {
+		k := fmt.Sprintf("{k%d}x", i)
+		keys[cl.MasterOf(k)] = k
+	}
+	if len(keys) != 3 {
+		t.Fatalf("keys on %d masters of 3", len(keys))
+	}
+	for m, k := range keys {
+		if err := c.Set(ctx, k, "before", 0).Err(); err != nil {
+			t.Fatalf("SET %s: %v", k, err)
+		}
+		// The key is on its master, and on nothing else.
+		if v, err := cl.Masters[m].Client().Get(ctx, k).Result(); err != nil || v != "before" {
+			t.Fatalf("GET %s on master %d: %q, %v", k, m, v, err)
+		}
+		if n, err := cl.Masters[m].Client().Wait(ctx, 1, 5000).Result(); err != nil || n != 1 {
+			t.Fatalf("WAIT on master %d: %d, %v", m, n, err)
+		}
+	}
+	old := cl.Masters[1].Addr
+	cl.Failover(1)
+	if cl.Masters[1].Addr == old || cl.Replicas[1] != nil {
+		t.Fatalf("master 1 is still %s", old)
+	}
+	c.ReloadState(ctx)
+	for m, k := range keys {
+		var v string
+		var err error
+		for range 50 { // the client learns the new layout on its first error
+			if v, err = c.Get(ctx, k).Result(); err == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err != nil || v != "before" {
+			t.Errorf("GET %s (master %d) after the failover: %q, %v", k, m, v, err)
+		}
+		if err := c.Set(ctx, k, "after", 0).Err(); err != nil {
+			t.Errorf("SET %s (master %d) after the failover: %v", k, m, err)
+		}
+	}
+	// The new master gets a replica again.
+	if r := cl.AddReplica(1); cl.Replicas[1] != r {
+		t.Fatal("AddReplica did not record the replica")
+	}
+	if n, err := cl.Masters[1].Client().Wait(ctx, 1, 5000).Result(); err != nil || n != 1 {
+		t.Fatalf("WAIT on the new master: %d, %v", n, err)
 	}
 }
 
