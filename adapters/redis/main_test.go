@@ -8,12 +8,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/leasehold/leasehold/adapters/redis"
 	"github.com/leasehold/leasehold/core"
 	"github.com/leasehold/leasehold/internal/redistest"
+	"github.com/leasehold/leasehold/model"
 	"github.com/leasehold/leasehold/spec"
 )
 
@@ -105,13 +107,13 @@ func TestConformance(t *testing.T) { spec.Run(t, harness) }
 
 func TestDifferential(t *testing.T) { spec.Differential(t, harness) }
 
-// The suite passes on a Redis Cluster through a cluster client: every key a
-// script touches is in its queue's slot (a one-node cluster still refuses a
-// script whose keys span slots).
+// The suite passes on a Redis Cluster of three masters through a cluster
+// client: every key a script touches is in its queue's slot (a cluster
+// refuses a script whose keys span slots). Then one store serves queues on
+// each master: the library is loaded into every one.
 func TestConformanceOnACluster(t *testing.T) {
-	srv := redistest.StartCluster(t)
-	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{srv.Addr}})
-	t.Cleanup(func() { c.Close() })
+	cl := redistest.StartCluster3(t, false)
+	c := cl.Client()
 	spec.Run(t, spec.Harness{
 		Name: "redis-cluster",
 		New: func(tb testing.TB, clock core.Clock, capacity int) core.Store {
@@ -123,6 +125,35 @@ func TestConformanceOnACluster(t *testing.T) {
 			return s
 		},
 	})
+	s, err := redis.New(c, redis.WithPrefix(uniquePrefix(t, c)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	on := map[int]string{}
+	for i := 0; len(on) < 3 && i < 100; i++ {
+		q := fmt.Sprintf("q%d", i)
+		on[cl.MasterOf(s.QueueKeys(q)["seq"])] = q
+	}
+	for m, q := range on {
+		if _, err := s.Enqueue(ctx, core.EnqueueParams{Queue: q, EnqueueArgs: model.EnqueueArgs{ID: "t", MaxAttempts: 1}}); err != nil {
+			t.Fatalf("Enqueue on master %d: %v", m, err)
+		}
+		pop, err := s.Pop(ctx, core.PopParams{Queue: q, Lease: time.Minute, N: 1})
+		if err != nil || len(pop.Tasks) != 1 {
+			t.Fatalf("Pop on master %d: %v, %v", m, pop.Tasks, err)
+		}
+		if _, err := s.Ack(ctx, core.AckParams{Claim: pop.Tasks[0].Claim()}); err != nil {
+			t.Fatalf("Ack on master %d: %v", m, err)
+		}
+		if n, err := cl.Masters[m].Client().FunctionList(ctx, goredis.FunctionListQuery{}).Result(); err != nil || len(n) != 1 {
+			t.Errorf("master %d holds libraries %v, %v; want the store's", m, n, err)
+		}
+	}
+	if len(on) != 3 {
+		t.Errorf("queues on %d masters of 3", len(on))
+	}
 }
 
 // The suite passes through EVALSHA too: a user the ACL denies Functions

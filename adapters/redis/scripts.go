@@ -263,6 +263,7 @@ func (s *Store) call(ctx context.Context, sc *script, keys []string, args ...any
 	args = append(args, req)
 	raw, err := s.runAcked(ctx, sc, keys, args).Slice()
 	if err != nil {
+		s.reloadClusterState(ctx, err)
 		return 0, nil, fmt.Errorf("leasehold/redis: %v: %w", sc.op, permission(err))
 	}
 	if len(raw) < 1 {
@@ -328,6 +329,18 @@ func functionsUnavailable(err error) bool {
 	msg := err.Error()
 	return strings.Contains(msg, "unknown command") || strings.HasPrefix(msg, "NOPERM") ||
 		strings.Contains(msg, "NOPERM")
+}
+
+// reloadClusterState asks a Cluster client to reload its map of slots to
+// nodes after a call failed in transport (not refused by a server): the
+// master it reached may be gone, its replica serving its slots, and
+// go-redis would otherwise keep sending that slot's calls to the dead
+// address until its periodic reload (a minute by default). The reload runs
+// in the background; the caller's next call routes by the new map.
+func (s *Store) reloadClusterState(ctx context.Context, err error) {
+	if cc, ok := s.rdb.(*goredis.ClusterClient); ok && !isRedisError(err) && ctx.Err() == nil {
+		cc.ReloadState(ctx)
+	}
 }
 
 // loadLibrary loads the library (FUNCTION LOAD REPLACE), on a Cluster
