@@ -114,6 +114,14 @@ func TestRandomizedHistories(t *testing.T) {
 		cfg.Histories, cfg.Duration = max(cfg.Histories/4, 1), max(cfg.Duration/4, time.Second)
 		check(t, cfg, shared)
 	})
+	t.Run("redis-cluster", func(t *testing.T) {
+		// Three masters; the plans' queues, q0 and q1, are on two of them.
+		f, err := backends.RedisCluster(redistest.StartCluster3(t, false).Addrs())
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, budget(t, "redis-cluster", 300, 2*time.Second), f)
+	})
 	for _, mode := range []sqlite.PopMode{sqlite.PopReturning, sqlite.PopSelectUpdate} {
 		name := "sqlite-" + mode.String()
 		t.Run(name, func(t *testing.T) {

@@ -140,6 +140,37 @@ func RedisShared(url string) (linearizability.Factory, error) {
 	}, nil
 }
 
+// RedisCluster returns the factory of stores on the Redis Cluster whose
+// nodes include addrs, as Redis does on one server: a key prefix per
+// history, deleted when it ends, and the harness's clock. Every store of
+// every history shares one cluster client (a pool per node), which routes
+// each queue's scripts to the master of its slot (a store from redis.New
+// leaves its client open when closed). The client stays open for the life
+// of the process.
+func RedisCluster(addrs []string) (linearizability.Factory, error) {
+	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error { return m.Ping(ctx).Err() }); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("backends: redis cluster at %v: %w", addrs, err)
+	}
+	run := time.Now().UnixNano()
+	return func(clock core.Clock, capacity int) (*linearizability.Backend, error) {
+		prefix := fmt.Sprintf("leasehold-check:%x:%d:", run, historySeq.Add(1))
+		return &linearizability.Backend{
+			Client: func() (core.Store, error) {
+				return redis.New(c, redis.WithPrefix(prefix), redis.WithClock(clock), redis.WithCapacity(capacity))
+			},
+			Close: func() error {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				return c.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error { return deletePrefix(m, prefix) })
+			},
+		}, nil
+	}, nil
+}
+
 // deletePrefix deletes every key that starts with prefix.
 func deletePrefix(c *goredis.Client, prefix string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
