@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/leasehold/leasehold/adapters/redis"
 	"github.com/leasehold/leasehold/core"
 	"github.com/leasehold/leasehold/internal/redistest"
@@ -43,6 +45,20 @@ func runClusterFailover(t *testing.T, opts ...redis.Option) (failoverOutcome, in
 	victim := 1
 	queues[0], queues[victim] = queues[victim], queues[0]
 
+	return loadThroughFailover(t, store, queues, func() {
+		cl.Failover(victim)
+		if store.WaitsForReplicas() {
+			cl.AddReplica(victim)
+		}
+	})
+}
+
+// loadThroughFailover runs a producer, two Workers and a Broker on each
+// queue through store, calls crash mid-run (it kills the server of the
+// first queue and makes another take its place), lets the load carry on,
+// then measures the first queue as runFailover does. It returns the
+// outcome and how many tasks the other queues finished.
+func loadThroughFailover(t *testing.T, store *redis.Store, queues []string, crash func()) (failoverOutcome, int) {
 	rec := &recorder{Store: store, issued: map[claimKey]int{}}
 	var replicaErrs atomic.Int64
 	ctx, cancel := context.WithCancel(context.Background())
@@ -56,9 +72,13 @@ func runClusterFailover(t *testing.T, opts ...redis.Option) (failoverOutcome, in
 		}
 		return []byte("done"), nil
 	}
+	// Tasks whose lease lapsed during the outage run again soon, and a
+	// broker claim whose answer was lost (ErrReplicaAcks) lapses soon, so
+	// the run can wait for every task to finish.
+	retry := core.WithRetryPolicy(core.FixedDelay(50 * time.Millisecond))
 	for _, q := range queues {
 		for range 2 {
-			w, err := core.NewWorker(rec, q, handler, core.WithConcurrency(4), core.WithLease(time.Second),
+			w, err := core.NewWorker(rec, q, handler, core.WithConcurrency(4), core.WithLease(time.Second), retry,
 				core.WithPollInterval(2*time.Millisecond, 20*time.Millisecond), core.WithShutdownTimeout(time.Second))
 			if err != nil {
 				t.Fatal(err)
@@ -66,7 +86,7 @@ func runClusterFailover(t *testing.T, opts ...redis.Option) (failoverOutcome, in
 			wg.Go(func() { _ = w.Run(ctx) })
 		}
 	}
-	b, err := core.NewBroker(rec, core.WithQueues(queues...), core.WithInterval(50*time.Millisecond))
+	b, err := core.NewBroker(rec, core.WithQueues(queues...), core.WithInterval(50*time.Millisecond), core.WithClaimTTL(time.Second), retry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,12 +118,9 @@ func runClusterFailover(t *testing.T, opts ...redis.Option) (failoverOutcome, in
 		}
 	}
 
-	time.Sleep(time.Second)
-	cl.Failover(victim)
-	if store.WaitsForReplicas() {
-		cl.AddReplica(victim)
-	}
 	time.Sleep(700 * time.Millisecond)
+	crash()
+	time.Sleep(500 * time.Millisecond)
 	stopProducing()
 
 	// Let the workers finish what the cluster holds.
@@ -128,6 +145,9 @@ func runClusterFailover(t *testing.T, opts ...redis.Option) (failoverOutcome, in
 					t.Fatalf("Get %s/%s after the failover: %v", q, id, err)
 				case tk.State != core.Succeeded && tk.State != core.Failed:
 					out.unfinished++
+					if time.Now().After(deadline) {
+						t.Logf("unfinished: %s/%s %v attempt %d errors %+v deadline %v run after %v", q, id, tk.State, tk.Attempt, tk.Errors, tk.Deadline, tk.RunAfter)
+					}
 				case i > 0:
 					others++
 				}
@@ -188,5 +208,55 @@ func TestClusterFailoverDefault(t *testing.T) {
 	}
 	if out.replicaErrs != 0 {
 		t.Errorf("%d ErrReplicaAcks without WithReplicaAcks", out.replicaErrs)
+	}
+}
+
+// runSentinelFailover runs the load of loadThroughFailover on two queues
+// through a go-redis FailoverClient of a primary with one replica watched
+// by a Sentinel; kills the primary with SIGKILL mid-run and waits for the
+// Sentinel to promote the replica (the client follows it on its own),
+// gives the new primary a replica when WithReplicaAcks needs one, and
+// measures.
+func runSentinelFailover(t *testing.T, opts ...redis.Option) (failoverOutcome, int) {
+	const name = "leasehold"
+	primary := redistest.Start(t)
+	replica := redistest.StartReplica(t, primary.Addr)
+	sentinel := redistest.StartSentinel(t, name, primary, 1)
+	c := goredis.NewFailoverClient(&goredis.FailoverOptions{MasterName: name, SentinelAddrs: []string{sentinel.Addr}})
+	t.Cleanup(func() { c.Close() })
+	store, err := redis.New(c, append([]redis.Option{redis.WithPrefix(uniquePrefix(t, c))}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return loadThroughFailover(t, store, []string{"sq0", "sq1"}, func() {
+		primary.Stop()
+		deadline := time.Now().Add(15 * time.Second)
+		for redistest.SentinelMaster(t, sentinel, name) != replica.Addr {
+			if time.Now().After(deadline) {
+				t.Fatal("the Sentinel did not promote the replica within 15s")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if store.WaitsForReplicas() {
+			redistest.StartReplica(t, replica.Addr)
+		}
+	})
+}
+
+// Through Sentinel with WithReplicaAcks, the promotion loses nothing
+// acknowledged: no claim handed out twice, no stale Ack accepted, no
+// acknowledged Enqueue missing, every task finished.
+func TestSentinelFailoverWithReplicaAcks(t *testing.T) {
+	out, others := runSentinelFailover(t, redis.WithReplicaAcks(1, 500*time.Millisecond))
+	t.Logf("sentinel, WithReplicaAcks(1, 500ms): %+v; the second queue finished %d tasks", out, others)
+	if out.acks == 0 || out.enqueued == 0 || others == 0 {
+		t.Fatalf("no load ran: %+v, %d on the second queue", out, others)
+	}
+	if out.reissued != 0 || out.staleAcked != 0 {
+		t.Errorf("%d claims handed out twice, %d stale Acks accepted; want 0", out.reissued, out.staleAcked)
+	}
+	if out.lost != 0 || out.unfinished != 0 {
+		t.Errorf("%d of %d acknowledged Enqueues lost, %d unfinished; want 0", out.lost, out.enqueued, out.unfinished)
 	}
 }

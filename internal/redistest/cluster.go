@@ -12,9 +12,10 @@ import (
 )
 
 // clusterNodeTimeout is the cluster-node-timeout of the servers of
-// StartCluster3 (ms): short, so a dead master is seen failing within a
-// fraction of a test.
-const clusterNodeTimeout = 1000
+// StartCluster3 (ms). Failover does not wait for it (the replica takes
+// over at once); it only has to be long enough that a node slowed down by
+// a loaded machine is not taken for dead.
+const clusterNodeTimeout = 5000
 
 // Cluster is a private Redis Cluster of three masters on free loopback
 // ports, each master with one replica when started so, its slots split in
@@ -50,6 +51,12 @@ func StartCluster3(tb testing.TB, replicas bool) *Cluster {
 	ctx := context.Background()
 	first := c.Masters[0].Client()
 	for i, m := range c.Masters {
+		// Distinct config epochs from the start, as redis-cli --cluster
+		// create gives: a replica's takeover then claims an epoch above
+		// all, which every node accepts.
+		if err := m.Client().Do(ctx, "CLUSTER", "SET-CONFIG-EPOCH", i+1).Err(); err != nil {
+			tb.Fatalf("redistest: CLUSTER SET-CONFIG-EPOCH on %s: %v", m.Addr, err)
+		}
 		if err := m.Client().Do(ctx, "CLUSTER", "ADDSLOTSRANGE", slotRanges[i][0], slotRanges[i][1]).Err(); err != nil {
 			tb.Fatalf("redistest: CLUSTER ADDSLOTSRANGE on %s: %v", m.Addr, err)
 		}
@@ -68,15 +75,17 @@ func StartCluster3(tb testing.TB, replicas bool) *Cluster {
 }
 
 // startNode starts one cluster-enabled server and reads its node ID. The
-// settings keep the tests short: a dead master is seen failing after a
-// second, a replica's first synchronization starts at once (not after the
-// default 5 s wait for more replicas), and a master pings its replicas
-// every second, which moves the replication offset every node gossips: a
-// replica whose offset is still 0 is not listed in CLUSTER SLOTS.
+// settings keep the tests short and their failovers the tests' own: a
+// replica's first synchronization starts at once (not after the default
+// 5 s wait for more replicas); a master pings its replicas every second,
+// which moves the replication offset every node gossips (a replica whose
+// offset is still 0 is not listed in CLUSTER SLOTS); and no replica fails
+// over on its own.
 func (c *Cluster) startNode() *Server {
 	c.tb.Helper()
 	s := startWith(c.tb, "--cluster-enabled", "yes", "--dir", c.tb.TempDir(), "--cluster-config-file", "nodes.conf",
-		"--cluster-node-timeout", strconv.Itoa(clusterNodeTimeout), "--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "1")
+		"--cluster-node-timeout", strconv.Itoa(clusterNodeTimeout), "--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "1",
+		"--cluster-replica-no-failover", "yes")
 	id, err := s.Client().Do(context.Background(), "CLUSTER", "MYID").Text()
 	if err != nil {
 		c.tb.Fatalf("redistest: CLUSTER MYID on %s: %v", s.Addr, err)
@@ -208,7 +217,9 @@ func (c *Cluster) awaitHealthy() {
 			if err != nil || !strings.Contains(info, "cluster_state:ok") {
 				return false, fmt.Sprint(info, err)
 			}
-			slots, err := sc.ClusterSlots(ctx).Result()
+			// CLUSTER SLOTS, not SHARDS: it is what go-redis's cluster
+			// client routes by, and it leaves out a replica not yet ready.
+			slots, err := sc.ClusterSlots(ctx).Result() //lint:ignore SA1019 see above
 			if err != nil || len(slots) != len(slotRanges) {
 				return false, fmt.Sprint(slots, err)
 			}
@@ -225,6 +236,26 @@ func (c *Cluster) awaitHealthy() {
 		})
 		_ = sc.Close()
 	}
+	// Every node, replicas too, at the same current epoch: a takeover by a
+	// replica behind the others would claim an epoch already taken, which
+	// no node accepts.
+	c.await("the nodes agree on the epoch", func() (bool, string) {
+		seen := map[string]bool{}
+		for _, s := range c.nodes() {
+			sc := redis.NewClient(&redis.Options{Addr: s.Addr})
+			info, err := sc.ClusterInfo(ctx).Result()
+			_ = sc.Close()
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, line := range strings.Split(info, "\r\n") {
+				if strings.HasPrefix(line, "cluster_current_epoch:") {
+					seen[line] = true
+				}
+			}
+		}
+		return len(seen) == 1, fmt.Sprint(seen)
+	})
 	for _, r := range c.Replicas {
 		if r == nil {
 			continue

@@ -40,6 +40,7 @@ type Server struct {
 
 	path string
 	port int
+	conf string     // the configuration file a Sentinel starts from; "" for a server
 	args []string   // extra server arguments
 	tb   testing.TB // nil for the shared server
 
@@ -316,13 +317,16 @@ func start(path string, port int, args ...string) (*Server, error) {
 // launch starts the process on s.port and waits until it answers PING.
 func (s *Server) launch() error {
 	out := &syncBuffer{}
-	cmd := exec.Command(s.path, append([]string{
+	var lead []string
+	if s.conf != "" {
+		lead = []string{s.conf, "--sentinel"} // the file must come first
+	}
+	cmd := exec.Command(s.path, append(append(lead,
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
 		"--save", "",
 		"--appendonly", "no",
-		"--daemonize", "no",
-	}, s.args...)...)
+		"--daemonize", "no"), s.args...)...)
 	cmd.Stdout, cmd.Stderr = out, out
 	setParentDeathSignal(cmd)
 	if err := cmd.Start(); err != nil {
