@@ -135,14 +135,18 @@ func loadThroughFailover(t *testing.T, store *redis.Store, queues []string, cras
 		}
 		mu.Unlock()
 		out.enqueued, out.lost, out.unfinished, others = len(all[0]), 0, 0, 0
+		var lastErr error // a Get lost in transport, while the client catches up
 		for i, q := range queues {
 			for _, id := range all[i] {
 				tk, err := store.Get(context.Background(), core.GetParams{Queue: q, ID: id})
 				switch {
 				case errors.Is(err, core.ErrNotFound) && i == 0:
 					out.lost++
-				case err != nil:
+				case err != nil && time.Now().After(deadline):
 					t.Fatalf("Get %s/%s after the failover: %v", q, id, err)
+				case err != nil:
+					lastErr = err
+					out.unfinished++
 				case tk.State != core.Succeeded && tk.State != core.Failed:
 					out.unfinished++
 					if time.Now().After(deadline) {
@@ -152,6 +156,9 @@ func loadThroughFailover(t *testing.T, store *redis.Store, queues []string, cras
 					others++
 				}
 			}
+		}
+		if lastErr != nil {
+			t.Logf("a Get after the failover: %v", lastErr)
 		}
 		if out.unfinished == 0 || time.Now().After(deadline) {
 			break

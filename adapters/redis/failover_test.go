@@ -60,6 +60,10 @@ func (r *recorder) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Ba
 				r.acked = append(r.acked, claimKey{p.Acks[i].Claim.TaskID, p.Acks[i].Claim.Token})
 			}
 		}
+		// The claims its pop (p.Pop) handed out.
+		for _, t := range res.Claimed {
+			r.issued[claimKey{t.ID, t.ClaimToken}]++
+		}
 		r.mu.Unlock()
 	}
 	return res, err
