@@ -100,6 +100,11 @@
 // anything, so an argument one store refuses with [ErrInvalidArgument]
 // every store refuses.
 //
+// One range holds on every store: an instant a task keeps is within
+// [MinTime]..[MaxTime] (a RunAfter outside is refused), a lease, claim TTL,
+// retry delay or attempt timeout is at most [MaxDuration], and an empty
+// payload or result is none: every store returns nil for it.
+//
 // Times have one rounding rule, [Round]: an instant is kept to the
 // microsecond, truncated towards the past, in UTC. The operations round the
 // instants they are given (a RunAfter, a Prune bound) and the ones they

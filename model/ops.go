@@ -36,7 +36,7 @@ func (q Queue) Enqueue(now time.Time, a EnqueueArgs) (Queue, Task, error) {
 	t := Task{
 		Queue:       q.name,
 		ID:          a.ID,
-		Payload:     bytes.Clone(a.Payload),
+		Payload:     Stored(a.Payload),
 		Priority:    a.Priority,
 		MaxAttempts: a.MaxAttempts,
 		Timeout:     a.Timeout,
@@ -125,7 +125,7 @@ func (q Queue) Ack(now time.Time, c Claim, result []byte) (Queue, Task, error) {
 	}
 	n := *t
 	q, n.Version = q.stamp()
-	n.Result = bytes.Clone(result)
+	n.Result = Stored(result)
 	n.finish(Succeeded, now)
 	return q.replace(t, n), n, nil
 }
@@ -469,4 +469,14 @@ func notFound(id string) error { return fmt.Errorf("%w: %q", ErrNotFound, id) }
 
 func damaged(id string) error {
 	return fmt.Errorf("%w: task %q does not parse", ErrCorrupt, id)
+}
+
+// Stored is a payload or result b as every store keeps it: a copy, and nil
+// when b is empty (a store returns nil for an empty one, never an empty
+// slice).
+func Stored(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return bytes.Clone(b)
 }

@@ -76,23 +76,51 @@ func ValidateEnqueue(a EnqueueArgs) error {
 	if err := ValidateMaxAttempts(a.MaxAttempts); err != nil {
 		return err
 	}
+	if err := ValidateTime("run-after time", a.RunAfter); err != nil {
+		return err
+	}
 	return ValidateTimeout(a.Timeout)
 }
 
+// MinTime and MaxTime bound every instant a task keeps: (2^53 - 1)
+// microseconds either side of the Unix epoch (about the years 1684 and
+// 2255), the instants a double holds exactly in microseconds, so every
+// store keeps, compares and orders them exactly. Leases, claim TTLs and
+// delays are at most MaxDuration, so an instant a store computes from its
+// clock (now + a lease or a delay) stays within them for any clock of
+// this century and the next.
+var (
+	MinTime = time.UnixMicro(-(1<<53 - 1)).UTC()
+	MaxTime = time.UnixMicro(1<<53 - 1).UTC()
+)
+
+// ValidateTime returns ErrInvalidArgument unless t is the zero time (not
+// set) or within MinTime..MaxTime: a RunAfter given to Enqueue or an
+// EnqueueBatch item. what names the argument.
+func ValidateTime(what string, t time.Time) error {
+	if t.IsZero() {
+		return nil
+	}
+	if t.Before(MinTime) || t.After(MaxTime) {
+		return invalid("%s %v outside %v..%v", what, t, MinTime, MaxTime)
+	}
+	return nil
+}
+
 // ValidateLease returns ErrInvalidArgument unless the lease of a Pop or an
-// Extend is positive.
+// Extend is positive and at most MaxDuration.
 func ValidateLease(lease time.Duration) error {
-	if lease <= 0 {
-		return invalid("lease %v <= 0", lease)
+	if lease <= 0 || lease > MaxDuration {
+		return invalid("lease %v outside (0, %v]", lease, MaxDuration)
 	}
 	return nil
 }
 
 // ValidateClaimTTL returns ErrInvalidArgument unless the claim TTL of a
-// ClaimExpired is positive.
+// ClaimExpired is positive and at most MaxDuration.
 func ValidateClaimTTL(ttl time.Duration) error {
-	if ttl <= 0 {
-		return invalid("claim TTL %v <= 0", ttl)
+	if ttl <= 0 || ttl > MaxDuration {
+		return invalid("claim TTL %v outside (0, %v]", ttl, MaxDuration)
 	}
 	return nil
 }

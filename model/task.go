@@ -16,8 +16,9 @@ const (
 	// MaxBatch bounds a Pop batch, a List page and the items of an
 	// EnqueueBatch or AckBatch.
 	MaxBatch = 1000
-	// MaxDuration bounds a retry delay: 100 years (365-day ones), so a
-	// RunAfter of now + delay stays far within every store's range of
+	// MaxDuration bounds a lease, a claim TTL, a retry delay and an
+	// attempt timeout: 100 years (365-day ones), so an instant of now + one
+	// of them stays within MinTime..MaxTime, every store's range of
 	// instants.
 	MaxDuration = 100 * 365 * 24 * time.Hour
 )

@@ -292,7 +292,7 @@ func (d *diffRun) limit() int { return pick(d, "limit", 0, 0, 1, 2) }
 
 func (d *diffRun) leaseArg() time.Duration {
 	if d.rare("invalid lease?") {
-		return pick(d, "invalid lease", 0, -ms)
+		return pick(d, "invalid lease", 0, -ms, model.MaxDuration+time.Microsecond)
 	}
 	return pick(d, "lease", ms, 5*ms, 10*ms, 10*ms, 30*ms, 100*ms)
 }
@@ -536,7 +536,7 @@ func (d *diffRun) retry(ctx context.Context) (string, error) {
 func (d *diffRun) claimExpired(ctx context.Context) (string, error) {
 	p := core.ClaimExpiredParams{Queue: d.queue(), ClaimTTL: pick(d, "claimTTL", 10*ms, 50*ms), Limit: d.limit()}
 	if d.rare("invalid claimExpired?") {
-		p.ClaimTTL, p.Limit = pick(d, "invalid claimTTL", 0, -ms, ms), -1
+		p.ClaimTTL, p.Limit = pick(d, "invalid claimTTL", 0, -ms, ms, model.MaxDuration+time.Microsecond), -1
 	}
 	res, err := d.s.ClaimExpired(ctx, p)
 	d.reaps = append(d.reaps, res.Claims...)

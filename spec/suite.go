@@ -32,7 +32,7 @@ func Run(t *testing.T, h Harness) {
 			t.Run(sc.Name, func(t *testing.T) { PlayScenario(t, h, sc) })
 		}
 	})
-	for _, cases := range [][]suiteCase{suite, inspectorSuite, contractSuite, batchSuite} {
+	for _, cases := range [][]suiteCase{suite, inspectorSuite, contractSuite, batchSuite, rangeSuite} {
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) { c.run(newEnv(t, h, c.capacity)) })
 		}

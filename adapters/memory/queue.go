@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/binary"
 	"fmt"
@@ -273,7 +272,7 @@ func (q *queue) enqueue(now time.Time, a model.EnqueueArgs) (model.Task, error) 
 	t := &task{Task: model.Task{
 		Queue:       q.name,
 		ID:          a.ID,
-		Payload:     bytes.Clone(a.Payload),
+		Payload:     model.Stored(a.Payload),
 		Priority:    a.Priority,
 		MaxAttempts: a.MaxAttempts,
 		Timeout:     a.Timeout,
@@ -370,7 +369,7 @@ func (q *queue) acked(now time.Time, c model.Claim, result []byte) (*task, error
 	}
 	q.unindex(t)
 	t.Version = q.stamp()
-	t.Result = bytes.Clone(result)
+	t.Result = model.Stored(result)
 	finish(t, model.Succeeded, now)
 	q.index(t)
 	return t, nil

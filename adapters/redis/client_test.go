@@ -211,7 +211,7 @@ func TestArgumentsOutsideTheTimeRange(t *testing.T) {
 	if !errors.Is(err, core.ErrInvalidArgument) {
 		t.Errorf("run after year 3000: %v", err)
 	}
-	if _, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: redis.MaxDuration + time.Second, N: 1}); !errors.Is(err, core.ErrInvalidArgument) {
+	if _, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: model.MaxDuration + time.Second, N: 1}); !errors.Is(err, core.ErrInvalidArgument) {
 		t.Errorf("lease over MaxDuration: %v", err)
 	}
 	// Prune's bound is not stored: any time is fine.

@@ -53,9 +53,9 @@
 // order of Promote, ClaimExpired, RecoverExpired and Prune. Tokens and
 // versions from callers are compared as decimal strings, so Lua's doubles
 // never round one; stored
-// times stay within ±2^53 µs of the epoch (years 1685 to 2255) and leases,
-// claim TTLs and delays within MaxDuration, or the operation is
-// core.ErrInvalidArgument.
+// times stay within model.MinTime..model.MaxTime (±2^53 µs of the epoch)
+// and leases, claim TTLs and delays within model.MaxDuration, the model's
+// range for every store, or the operation is core.ErrInvalidArgument.
 //
 // Counts is the size of each state's ID index; the capacity (WithCapacity)
 // is checked against the Scheduled, Ready and Running ones.

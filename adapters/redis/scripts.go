@@ -418,10 +418,6 @@ const (
 // stay within ±maxSafe so that Lua compares and scores them exactly.
 const maxSafe = 1<<53 - 1
 
-// MaxDuration is the longest lease, claim TTL or retry delay the store
-// accepts (a deadline must stay within the exact range of a double's µs).
-const MaxDuration = 100 * 365 * 24 * time.Hour
-
 func corrupt(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{core.ErrCorrupt}, args...)...)
 }
@@ -700,10 +696,12 @@ func boundMicros(t time.Time) string {
 	return strconv.FormatInt(min(max(model.Round(t).UnixMicro(), -maxSafe), maxSafe), 10)
 }
 
-// duration encodes a lease, TTL or delay in µs (truncated).
+// duration encodes a lease, TTL or delay in µs (truncated). The callers
+// check it against the model's rules first (at most model.MaxDuration);
+// this is the last guard of the exact range.
 func duration(what string, d time.Duration) (string, error) {
-	if d > MaxDuration {
-		return "", fmt.Errorf("%w: %s %v longer than %v", core.ErrInvalidArgument, what, d, MaxDuration)
+	if d > model.MaxDuration {
+		return "", fmt.Errorf("%w: %s %v longer than %v", core.ErrInvalidArgument, what, d, model.MaxDuration)
 	}
 	return strconv.FormatInt(int64(d/time.Microsecond), 10), nil
 }
