@@ -46,6 +46,8 @@ func TestAttemptTimeoutCancelsTheHandlerAndFailsTheAttempt(t *testing.T) {
 	if len(task.Errors) != 1 || !strings.Contains(task.Errors[0].Message, "timed out") || task.Result != nil {
 		t.Fatalf("task errors %+v result %q, want one timeout and no result", task.Errors, task.Result)
 	}
+	// The worker counts a decision after the store recorded it.
+	waitFor(t, "the failure is counted", func() bool { return w.Stats().Failed == 1 })
 	if st := w.Stats(); st.TimedOut != 1 || st.Acked != 0 || st.Failed != 1 {
 		t.Fatalf("stats = %+v", st)
 	}
@@ -88,6 +90,7 @@ func TestAttemptTimeoutLongerThanTheLeaseKeepsHeartbeating(t *testing.T) {
 	if task := mustGet(t, s, "long"); len(task.Errors) != 1 || !strings.Contains(task.Errors[0].Message, "timed out") || task.Errors[0].LeaseExpired {
 		t.Fatalf("errors = %+v, want one handler failure by timeout", task.Errors)
 	}
+	waitFor(t, "the retry is counted", func() bool { return w.Stats().Retried == 1 })
 	if st := w.Stats(); st.Extended < int64(timeout/heartbeat)-1 || st.Retried != 1 {
 		t.Fatalf("stats = %+v", st)
 	}
@@ -143,6 +146,7 @@ func TestATasksOwnTimeoutWinsOverTheWorkers(t *testing.T) {
 				t.Fatalf("ctx.Deadline() = %v, task timeout %v; want %v, %v", sn.deadline, sn.timeout, start.Add(own), own)
 			}
 			waitFor(t, "the task fails", func() bool { return mustGet(t, s, "own").State == core.Failed })
+			waitFor(t, "the failure is counted", func() bool { return w.Stats().Failed == 1 })
 			if st := w.Stats(); st.TimedOut != 1 || st.Failed != 1 || st.Acked != 0 {
 				t.Fatalf("stats = %+v", st)
 			}
