@@ -119,6 +119,22 @@ func (i *Inspector) Requeue(ctx context.Context, id string, expect uint64) (Task
 	return res.Task, err
 }
 
+// Cancel cancels a task that has not finished: a Scheduled or Ready task
+// is Failed at once and never runs; a Running one is Failed too, and the
+// Worker holding it learns it at its next heartbeat (or when it records the
+// handler's outcome, which is refused): it cancels the handler's context
+// with a cause for which errors.Is(cause, ErrCancelled) holds, and neither
+// retries nor acknowledges the task. A broker's claim on it is stale. The
+// task's last error is the cancellation (Task.Cancelled reports it).
+// expect is the Version the operator saw, or AnyVersion.
+//
+// Errors: ErrInvalidArgument, ErrNotFound, ErrConflict (the task changed
+// since expect), ErrInvalidTransition (the task is Succeeded or Failed).
+func (i *Inspector) Cancel(ctx context.Context, id string, expect uint64) (Task, error) {
+	res, err := i.store.Cancel(ctx, InspectParams{Queue: i.queue, ID: id, Expect: expect})
+	return res.Task, err
+}
+
 // Remove deletes the task, in any state, and returns it as it was. A worker
 // or broker holding a claim on it finds the claim stale. expect is the
 // Version the operator saw, or AnyVersion.

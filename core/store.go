@@ -91,6 +91,13 @@ type Store interface {
 	// Errors: ErrInvalidArgument, ErrNotFound, ErrConflict,
 	// ErrInvalidTransition.
 	InspectRequeue(ctx context.Context, p InspectParams) (TaskResult, error)
+	// Cancel is an operator's cancellation (model.Queue.Cancel): a
+	// Scheduled, Ready or Running task becomes Failed, its last error the
+	// cancellation; a worker op under the claim that held it is then
+	// refused with ErrCancelled (and ErrStaleClaim).
+	// Errors: ErrInvalidArgument, ErrNotFound, ErrConflict,
+	// ErrInvalidTransition.
+	Cancel(ctx context.Context, p InspectParams) (TaskResult, error)
 	// Remove deletes a task and returns it as it was (model.Queue.Remove).
 	// Errors: ErrInvalidArgument, ErrNotFound, ErrConflict.
 	Remove(ctx context.Context, p InspectParams) (TaskResult, error)
@@ -294,7 +301,8 @@ type CountsParams struct {
 	Queue string
 }
 
-// InspectParams are the arguments of Store.InspectRequeue and Store.Remove.
+// InspectParams are the arguments of Store.InspectRequeue, Store.Cancel and
+// Store.Remove.
 // Expect, when not 0, is the Version the operator saw.
 type InspectParams struct {
 	Queue  string

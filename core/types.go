@@ -41,6 +41,12 @@ const (
 var (
 	// ErrStaleClaim: the claim no longer holds the task.
 	ErrStaleClaim = model.ErrStaleClaim
+	// ErrCancelled: an operator cancelled the task the claim held
+	// (Inspector.Cancel). A store refuses a worker's op under that claim
+	// with an error for which errors.Is holds with both ErrCancelled and
+	// ErrStaleClaim, and a Worker cancels the handler's context with a
+	// cause that wraps it.
+	ErrCancelled = model.ErrCancelled
 	// ErrNotFound: no task has the ID.
 	ErrNotFound = model.ErrNotFound
 	// ErrInvalidTransition: the op is not legal from the task's state.

@@ -36,7 +36,8 @@ type Handler func(ctx context.Context, c Claim, t Task) (result []byte, err erro
 var (
 	// ErrClaimSuperseded: the handler's claim no longer holds its task; a
 	// heartbeat or decision was answered ErrStaleClaim or an
-	// ErrInvalidTransition. The cause wraps that answer too.
+	// ErrInvalidTransition. The cause wraps that answer too: when an
+	// operator cancelled the task, errors.Is(cause, ErrCancelled) holds.
 	ErrClaimSuperseded = errors.New("leasehold: claim superseded")
 	// ErrWorkerStopped: the worker shut down and gave the task back before
 	// the handler finished.

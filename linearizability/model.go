@@ -107,6 +107,7 @@ var errorKinds = []struct {
 	name string
 	err  error
 }{
+	{"cancelled", model.ErrCancelled}, // before stale_claim, which it wraps too
 	{"stale_claim", model.ErrStaleClaim},
 	{"not_found", model.ErrNotFound},
 	{"invalid_transition", model.ErrInvalidTransition},
@@ -374,7 +375,7 @@ func describeCall(in *Input, epoch time.Time) string {
 		add("limit=%d", in.Limit)
 	case model.OpPromote:
 		add("limit=%d", in.Limit)
-	case model.OpInspectRequeue, model.OpRemove:
+	case model.OpInspectRequeue, model.OpRemove, model.OpCancel:
 		add("%s", in.ID)
 		if in.Expect != 0 {
 			add("expect=%d", in.Expect)

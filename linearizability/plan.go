@@ -140,11 +140,14 @@ const (
 	// (the store ops Pause and Resume).
 	PauseQueue
 	ResumeQueue
+	// CancelTask: the inspector cancels Task (the store op Cancel), with
+	// the version it saw as Expect says.
+	CancelTask
 )
 
 var kindNames = [...]string{"Enqueue", "Promote", "Pop", "Extend", "Ack", "Fail", "Retry",
 	"ClaimExpired", "Requeue", "Finalize", "RecoverExpired", "InspectRequeue", "Remove",
-	"Prune", "Get", "List", "Counts", "Pause", "AckPop", "PauseQueue", "ResumeQueue"}
+	"Prune", "Get", "List", "Counts", "Pause", "AckPop", "PauseQueue", "ResumeQueue", "CancelTask"}
 
 // String returns the kind's name.
 func (k Kind) String() string {
@@ -388,7 +391,7 @@ func (p *Plan) describeStep(s Step) string {
 		d = fmt.Sprintf("%s delay %s limit %d", q, ms(s.Lease), s.N)
 	case Promote:
 		d = fmt.Sprintf("%s limit %d", q, s.N)
-	case InspectRequeue, Remove:
+	case InspectRequeue, Remove, CancelTask:
 		d = fmt.Sprintf("%s/%s expect %d", q, id, s.Expect)
 	case Get:
 		d = q + "/" + id
@@ -587,7 +590,7 @@ func (g stepGen) draw(t *rapid.T, role Role) Step {
 	case Producer: // about Enqueue 75%, Promote 10%, Pause 15%
 		kind = oneOf(t, "kind", Enqueue, Enqueue, Enqueue, Enqueue, Promote, Enqueue, Enqueue, Enqueue, Enqueue, Pause)
 	case Inspector:
-		kind = oneOf(t, "kind", Get, InspectRequeue, Remove, List, PauseQueue, InspectRequeue, Counts, ResumeQueue, Prune, Get, Remove, ResumeQueue, Pause)
+		kind = oneOf(t, "kind", Get, InspectRequeue, Remove, List, PauseQueue, CancelTask, InspectRequeue, Counts, ResumeQueue, Prune, Get, CancelTask, Remove, ResumeQueue, Pause)
 	case Recoverer: // about RecoverExpired 65%, Promote 15%, Pause 20%
 		kind = oneOf(t, "kind", RecoverExpired, RecoverExpired, RecoverExpired, Promote, RecoverExpired, RecoverExpired, Promote, RecoverExpired, Pause, Pause)
 	}
@@ -661,7 +664,7 @@ func (g stepGen) draw(t *rapid.T, role Role) Step {
 	case Promote:
 		queue()
 		limit()
-	case InspectRequeue, Remove:
+	case InspectRequeue, Remove, CancelTask:
 		queue()
 		task()
 		s.Expect = []int{1, 0, 1, 0, 2}[rapid.IntRange(0, 4).Draw(t, "expect")]

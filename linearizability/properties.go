@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -41,6 +42,7 @@ var RuntimeProperties = []Property{
 	{"pass-decides-expired", "a broker pass claims until none is left expired, across batches, and decides each task it claimed", passDecidesExpired},
 	{"store-clock-delays", "a broker decides as its policy says, its delay measured from the store's reading in ClaimExpired; a worker's retry delay from the store's clock as the worker last read it", storeClockDelays},
 	{"periodic-occurrences", "a Client's scheduler enqueues each task under the ID of an occurrence of its schedule, and no occurrence is accepted twice", periodicOccurrences},
+	{"cancel-final", "a task an operator cancelled is never acked, failed, retried, extended, requeued, reaped or popped afterwards, until an operator requeues it or it is enqueued again", cancelFinal},
 	{"quiescence", "once producers stop and time passes, every task not removed is terminal, and each Succeeded task had exactly one accepted Ack, with its claim's token", quiescence},
 }
 
@@ -58,6 +60,68 @@ func CheckRuntime(p *RuntimePlan, rh *RuntimeHistory) []Violation {
 }
 
 // --- the properties ----------------------------------------------------------
+
+// cancelFinal pins "a cancelled task stays cancelled": after an accepted
+// Cancel stamped task T with version V, no accepted op of a worker or a
+// broker leaves T at a version above V until an operator's accepted
+// InspectRequeue (or a new Enqueue of the ID) does. The versions of a
+// queue are one sequence, so "afterwards" is a matter of versions, not of
+// the recorder's clock.
+func cancelFinal(c *runtimeCase) []string {
+	var out []string
+	accepted := func(op *Operation) bool { return op.Output.Err == "" && !op.Output.Indeterminate }
+	for _, cop := range c.ops {
+		if cop.Input.Op != model.OpCancel || !accepted(cop) || cop.Output.Task == nil {
+			continue
+		}
+		id, v := cop.Output.Task.ID, cop.Output.Task.Version
+		end := uint64(math.MaxUint64) // the first version an operator or producer gave the task again
+		for _, op := range c.ops {
+			if !accepted(op) || op.Output.Task == nil || op.Output.Task.ID != id || op.Output.Task.Version <= v {
+				continue
+			}
+			if op.Input.Op == model.OpInspectRequeue || op.Input.Op == model.OpEnqueue {
+				end = min(end, op.Output.Task.Version)
+			}
+		}
+		for _, op := range c.ops {
+			if !accepted(op) || (!slices.Contains(workerOps, op.Input.Op) && !slices.Contains(brokerOps, op.Input.Op)) {
+				continue
+			}
+			for _, t := range touchedBy(op) {
+				if t.id == id && t.version > v && t.version < end {
+					out = append(out, fmt.Sprintf("%s cancelled at version %d, then %s by %s left it at version %d", id, v, op.Input.Op, op.Actor, t.version))
+				}
+			}
+		}
+	}
+	return out
+}
+
+type touched struct {
+	id      string
+	version uint64
+}
+
+// touchedBy lists the tasks an accepted op left, with their versions.
+func touchedBy(op *Operation) []touched {
+	var out []touched
+	if t := op.Output.Task; t != nil {
+		out = append(out, touched{t.ID, t.Version})
+	}
+	for _, t := range op.Output.Tasks {
+		out = append(out, touched{t.ID, t.Version})
+	}
+	for _, it := range op.Output.Items {
+		if it.Task != nil {
+			out = append(out, touched{it.Task.ID, it.Task.Version})
+		}
+	}
+	for _, rc := range op.Output.Claims {
+		out = append(out, touched{rc.TaskID, rc.Version})
+	}
+	return out
+}
 
 // noBypass pins "no component bypasses a claim": a worker or broker issues
 // only its own ops (never InspectRequeue, Remove or another operator op),

@@ -127,6 +127,20 @@ func TestRuntimePropertiesCatchTheirViolation(t *testing.T) {
 			dup.Input.Enqueue.ID = model.OccurrenceID(linearizability.PeriodicName, time.Unix(60, 0))
 			h.History.Operations = append(h.History.Operations, dup, dup)
 		}},
+		{"cancel-final", func(t *testing.T, h *linearizability.RuntimeHistory) {
+			// An operator's cancel of the task, stamped just before a
+			// worker's accepted Ack of it: the Ack came after the cancel.
+			op := find(t, h, func(op *linearizability.Operation) bool {
+				return op.Actor == "worker 0" && op.Input.Op == model.OpAck && op.Output.Err == "" && op.Output.Task != nil
+			})
+			cancelled := *op.Output.Task
+			cancelled.Version--
+			h.History.Operations = append(h.History.Operations, linearizability.Operation{
+				Actor: "inspector 0", Call: op.Call, Return: op.Call,
+				Input:  linearizability.Input{Queue: op.Input.Queue, Op: model.OpCancel, ID: cancelled.ID},
+				Output: linearizability.Output{Task: &cancelled},
+			})
+		}},
 		{"quiescence", func(t *testing.T, h *linearizability.RuntimeHistory) {
 			h.Final[0].State = model.Running
 		}},

@@ -340,6 +340,12 @@ func (c *Client) InspectRequeue(ctx context.Context, p core.InspectParams) (core
 	return record(c, in, func() (core.TaskResult, error) { return c.s.InspectRequeue(ctx, p) }, taskOut)
 }
 
+// Cancel implements core.Store.
+func (c *Client) Cancel(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
+	in := Input{Queue: p.Queue, Op: model.OpCancel, ID: p.ID, Expect: p.Expect}
+	return record(c, in, func() (core.TaskResult, error) { return c.s.Cancel(ctx, p) }, taskOut)
+}
+
 // Remove implements core.Store.
 func (c *Client) Remove(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
 	in := Input{Queue: p.Queue, Op: model.OpRemove, ID: p.ID, Expect: p.Expect}

@@ -378,6 +378,10 @@ func (a *actor) do(ctx context.Context, s Step) {
 		}
 	case Remove:
 		_, _ = st.Remove(ctx, core.InspectParams{Queue: q, ID: id, Expect: a.expect(s)})
+	case CancelTask:
+		if r, err := st.Cancel(ctx, core.InspectParams{Queue: q, ID: id, Expect: a.expect(s)}); err == nil {
+			a.see(r.Task)
+		}
 	case Get:
 		if t, err := st.Get(ctx, core.GetParams{Queue: q, ID: id}); err == nil {
 			a.see(t)
@@ -501,6 +505,10 @@ func (f *faultStore) Counts(ctx context.Context, p core.CountsParams) (core.Coun
 
 func (f *faultStore) InspectRequeue(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
 	return inject(f, func() (core.TaskResult, error) { return f.Store.InspectRequeue(ctx, p) })
+}
+
+func (f *faultStore) Cancel(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
+	return inject(f, func() (core.TaskResult, error) { return f.Store.Cancel(ctx, p) })
 }
 
 func (f *faultStore) Remove(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {

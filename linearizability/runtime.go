@@ -576,14 +576,17 @@ func operate(ctx context.Context, in *core.Inspector, a InspectAction, p *Runtim
 		_, _ = in.Resume(ctx)
 	case InspectRequeueAny:
 		_, _ = in.Requeue(ctx, id, core.AnyVersion)
-	case InspectRequeueSeen, InspectRemove:
+	case InspectRequeueSeen, InspectRemove, InspectCancel:
 		t, err := in.Get(ctx, id)
 		if err != nil {
 			return
 		}
-		if a.Kind == InspectRemove {
+		switch a.Kind {
+		case InspectRemove:
 			_, _ = in.Remove(ctx, id, t.Version)
-		} else {
+		case InspectCancel:
+			_, _ = in.Cancel(ctx, id, t.Version)
+		default:
 			_, _ = in.Requeue(ctx, id, t.Version)
 		}
 	}

@@ -242,9 +242,10 @@ const (
 	InspectRemove      // Remove with the version the operator just read
 	InspectPause       // Pause the queue (the harness resumes it before the drain)
 	InspectResume      // Resume the queue
+	InspectCancel      // Cancel with the version the operator just read
 )
 
-var inspectKindNames = [...]string{"get", "counts", "requeue-seen", "requeue-any", "remove", "pause", "resume"}
+var inspectKindNames = [...]string{"get", "counts", "requeue-seen", "requeue-any", "remove", "pause", "resume", "cancel"}
 
 // String returns the action's name.
 func (k InspectKind) String() string {

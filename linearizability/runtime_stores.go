@@ -156,6 +156,10 @@ func (f *faultLayer) InspectRequeue(ctx context.Context, p core.InspectParams) (
 	return faulty(f, model.OpInspectRequeue, func() (core.TaskResult, error) { return f.Store.InspectRequeue(ctx, p) })
 }
 
+func (f *faultLayer) Cancel(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
+	return faulty(f, model.OpCancel, func() (core.TaskResult, error) { return f.Store.Cancel(ctx, p) })
+}
+
 func (f *faultLayer) Remove(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
 	return faulty(f, model.OpRemove, func() (core.TaskResult, error) { return f.Store.Remove(ctx, p) })
 }
@@ -290,6 +294,10 @@ func (s *componentStore) Counts(ctx context.Context, p core.CountsParams) (core.
 
 func (s *componentStore) InspectRequeue(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
 	return useClient(s, func(c *Client) (core.TaskResult, error) { return c.InspectRequeue(ctx, p) })
+}
+
+func (s *componentStore) Cancel(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
+	return useClient(s, func(c *Client) (core.TaskResult, error) { return c.Cancel(ctx, p) })
 }
 
 func (s *componentStore) Remove(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {

@@ -18,8 +18,8 @@ type Input struct {
 	Acks      []AckItem     // AckBatch (with Lease and Limit: the pop that follows, none for Limit 0)
 	Claim     Claim         // Extend, Ack, Fail, Retry
 	ReapClaim ReapClaim     // Requeue, Finalize
-	ID        string        // InspectRequeue, Remove, Get
-	Expect    uint64        // InspectRequeue, Remove
+	ID        string        // InspectRequeue, Remove, Cancel, Get
+	Expect    uint64        // InspectRequeue, Remove, Cancel
 	Lease     time.Duration // Pop, Extend, AckBatch's pop; the claim TTL of ClaimExpired; the delay of RecoverExpired
 	Limit     int           // Promote, Pop and AckBatch's pop (batch size), ClaimExpired, RecoverExpired, Prune, List
 	Delay     time.Duration // Retry, Requeue: RunAfter = now + Delay
@@ -86,6 +86,8 @@ func Apply(q Queue, in Input) (Queue, Output) {
 		next, out.Paused = q.Pause()
 	case OpResume:
 		next, out.Paused = q.Resume()
+	case OpCancel:
+		next, out.Task, out.Err = q.Cancel(in.Now, in.ID, in.Expect)
 	case OpGet:
 		out.Task, out.Err = q.Get(in.ID)
 	case OpList:
@@ -110,7 +112,7 @@ func (in Input) String() string {
 		return fmt.Sprintf("%v(%s token=%d)", in.Op, in.Claim.TaskID, in.Claim.Token)
 	case OpRequeue, OpFinalize:
 		return fmt.Sprintf("%v(%s version=%d)", in.Op, in.ReapClaim.TaskID, in.ReapClaim.Version)
-	case OpInspectRequeue, OpRemove:
+	case OpInspectRequeue, OpRemove, OpCancel:
 		return fmt.Sprintf("%v(%s expect=%d)", in.Op, in.ID, in.Expect)
 	case OpGet:
 		return fmt.Sprintf("Get(%s)", in.ID)

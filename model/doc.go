@@ -73,6 +73,22 @@
 // setting it changes no task and draws no version. Counts reports it, and
 // the pop of an AckBatchPop obeys it as Pop does (its acks go on).
 //
+// # Cancel
+//
+// [Queue.Cancel] is an operator's cancellation of a Scheduled, Ready or
+// Running task: it becomes Failed at once, its last error the cancellation
+// (TaskError.Cancelled; [Task.Cancelled] reports it). A cancelled task is
+// Failed with a cause rather than in a state of its own: it is a task that
+// will not succeed, and everything that handles terminal tasks (Prune,
+// InspectRequeue, Remove, Counts, retention) handles it already, with no
+// new index, count or key in any store; the cause, which is what tells it
+// from a failure, is in its history, where a failure's and a lease loss's
+// are. A Running task keeps its ClaimToken, so the worker holding it is
+// told at its next op under the claim: ErrCancelled (errors.Is with
+// ErrStaleClaim holds too). The claim decides nothing, the broker's claim is
+// stale, no index leads anyone to the task, and no retry policy is asked:
+// it is never acked, retried or requeued afterwards.
+//
 // # Damaged records
 //
 // A store may hold a record it cannot read: a field that does not parse, an

@@ -34,7 +34,19 @@ var (
 	// sequence) that does not parse. The operation changed nothing. Scans
 	// set damaged records aside instead (see Queue.Damage).
 	ErrCorrupt = errors.New("leasehold: corrupt record in store")
+	// ErrCancelled: an operator cancelled the task the claim held (see
+	// Queue.Cancel). A worker's op under that claim is refused with an error
+	// for which both errors.Is(err, ErrCancelled) and errors.Is(err,
+	// ErrStaleClaim) hold: the claim no longer holds the task, and the
+	// reason is the cancellation, not another claim.
+	ErrCancelled = errors.New("leasehold: task cancelled")
 )
+
+// cancelled is the refusal of a worker's op on the task its claim held when
+// an operator cancelled it.
+func cancelled(id string) error {
+	return fmt.Errorf("%w: %w: task %q was cancelled by an operator", ErrCancelled, ErrStaleClaim, id)
+}
 
 // TransitionError reports an operation that is not legal from a task's state.
 // errors.Is(err, ErrInvalidTransition) holds for it.
@@ -57,7 +69,7 @@ func Kind(err error) error {
 	if err == nil {
 		return nil
 	}
-	for _, k := range []error{ErrStaleClaim, ErrNotFound, ErrInvalidTransition, ErrInvalidArgument, ErrConflict, ErrQueueFull, ErrCorrupt} {
+	for _, k := range []error{ErrCancelled, ErrStaleClaim, ErrNotFound, ErrInvalidTransition, ErrInvalidArgument, ErrConflict, ErrQueueFull, ErrCorrupt} {
 		if errors.Is(err, k) {
 			return k
 		}

@@ -279,6 +279,32 @@ func (q Queue) InspectRequeue(id string, expect uint64) (Queue, Task, error) {
 	return q.replace(t, n), n, nil
 }
 
+// Cancel is an operator's cancellation of a task that has not finished: a
+// Scheduled, Ready or Running task becomes Failed at once, with the
+// cancellation (CancelledMessage, TaskError.Cancelled) appended to its
+// errors. expect, when not 0, is the Version the operator saw.
+//
+// A Running task keeps its ClaimToken, so its worker learns of the
+// cancellation at its next op under the claim (a heartbeat's Extend, or its
+// decision): ErrCancelled, for which errors.Is(err, ErrStaleClaim) holds
+// too, and which changes nothing. A broker's claim on it is stale (the
+// Version changed), and no index leads a broker or a Pop to it: it is never
+// retried, requeued or run again, unless an operator requeues it.
+//
+// Errors: ErrInvalidArgument, ErrNotFound, ErrConflict, ErrInvalidTransition
+// (the task is Succeeded or Failed already).
+func (q Queue) Cancel(now time.Time, id string, expect uint64) (Queue, Task, error) {
+	t, err := q.inspected(OpCancel, id, expect)
+	if err != nil {
+		return q, Task{}, err
+	}
+	n := *t
+	q, n.Version = q.stamp()
+	n.Errors = t.withError(TaskError{Attempt: t.Attempt, At: now, Message: CancelledMessage, Cancelled: true})
+	n.finish(Failed, now)
+	return q.replace(t, n), n, nil
+}
+
 // Remove deletes a task in any state and returns it as it was. expect, when
 // not 0, is the Version the operator saw. The ID may be enqueued again; the
 // queue's sequence is not reset, so no token or version is reused.
@@ -353,6 +379,9 @@ func (q Queue) claimed(op Op, c Claim) (*Task, error) {
 	}
 	if t.ClaimToken != c.Token {
 		return nil, fmt.Errorf("%w: token %d no longer holds task %q", ErrStaleClaim, c.Token, c.TaskID)
+	}
+	if t.Cancelled() {
+		return nil, cancelled(c.TaskID)
 	}
 	return t, checkFrom(op, t)
 }

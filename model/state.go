@@ -18,7 +18,8 @@ const (
 	// Succeeded tasks were acknowledged by their worker. Terminal: only an
 	// operator moves them (InspectRequeue, Remove, Prune).
 	Succeeded
-	// Failed tasks were failed by their worker or finalized by a broker.
+	// Failed tasks were failed by their worker, finalized by a broker or
+	// cancelled by an operator (Cancel; their last error says so).
 	// Terminal: only an operator moves them (InspectRequeue, Remove, Prune).
 	Failed
 	// Quarantined records were set aside because the store could not read
@@ -107,6 +108,7 @@ const (
 	OpAckBatch
 	OpPause
 	OpResume
+	OpCancel
 	OpGet
 	OpList
 	OpCounts
@@ -117,12 +119,12 @@ var Ops = []Op{
 	OpEnqueue, OpPromote, OpPop, OpExtend, OpAck, OpFail, OpRetry,
 	OpClaimExpired, OpRequeue, OpFinalize, OpRecoverExpired,
 	OpInspectRequeue, OpRemove, OpPrune, OpEnqueueBatch, OpAckBatch,
-	OpPause, OpResume, OpGet, OpList, OpCounts,
+	OpPause, OpResume, OpCancel, OpGet, OpList, OpCounts,
 }
 
 var opNames = [...]string{"", "Enqueue", "Promote", "Pop", "Extend", "Ack", "Fail", "Retry",
 	"ClaimExpired", "Requeue", "Finalize", "RecoverExpired",
-	"InspectRequeue", "Remove", "Prune", "EnqueueBatch", "AckBatch", "Pause", "Resume", "Get", "List", "Counts"}
+	"InspectRequeue", "Remove", "Prune", "EnqueueBatch", "AckBatch", "Pause", "Resume", "Cancel", "Get", "List", "Counts"}
 
 // String returns the op's name.
 func (o Op) String() string {

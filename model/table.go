@@ -56,7 +56,7 @@ const (
 	Mover                      // Promote
 	Worker                     // Pop, Extend, Ack, Fail, Retry
 	Broker                     // ClaimExpired, Requeue, Finalize, RecoverExpired
-	Inspector                  // InspectRequeue, Remove, Prune, Pause, Resume, Get, List, Counts
+	Inspector                  // InspectRequeue, Remove, Prune, Pause, Resume, Cancel, Get, List, Counts
 )
 
 // String returns the actor's name.
@@ -122,6 +122,9 @@ var transitions = []Transition{
 	{OpRemove, Inspector, Succeeded, nil, true, GuardExpectedVersion, ErrConflict, removeEffect},
 	{OpRemove, Inspector, Failed, nil, true, GuardExpectedVersion, ErrConflict, removeEffect},
 	{OpRemove, Inspector, Quarantined, nil, true, GuardExpectedVersion, ErrConflict, removeEffect + "; a quarantined record has Version 0"},
+	{OpCancel, Inspector, Scheduled, []State{Failed}, false, GuardExpectedVersion, ErrConflict, cancelEffect},
+	{OpCancel, Inspector, Ready, []State{Failed}, false, GuardExpectedVersion, ErrConflict, cancelEffect},
+	{OpCancel, Inspector, Running, []State{Failed}, false, GuardExpectedVersion, ErrConflict, cancelEffect + "; ClaimToken kept: the worker's next op under it is ErrCancelled, a broker's claim is stale"},
 	{OpPrune, Inspector, Succeeded, nil, true, GuardFinishedBefore, nil, pruneEffect},
 	{OpPrune, Inspector, Failed, nil, true, GuardFinishedBefore, nil, pruneEffect},
 }
@@ -130,6 +133,7 @@ const (
 	inspectRequeueEffect = stampVersion + "; Attempt = 0; RunAfter, Result cleared; " + clearClaim + "; error history kept"
 	removeEffect         = "task deleted; its ID may be enqueued again, and its versions are never reused"
 	pruneEffect          = "task deleted, oldest FinishedAt first, up to the limit"
+	cancelEffect         = stampVersion + "; cancellation error appended (Cancelled); FinishedAt = now; Deadline cleared"
 )
 
 // Transitions returns a copy of the transition table: one row for each op and

@@ -27,6 +27,10 @@ const (
 // decides a task whose lease lapsed and no message was given.
 const LeaseExpiredMessage = "lease expired"
 
+// CancelledMessage is the error Cancel records when the operator gave no
+// message.
+const CancelledMessage = "cancelled by an operator"
+
 // Task is one unit of work and everything the queue knows about it.
 //
 // Times are instants; the zero time means "not set". A Task returned by the
@@ -67,6 +71,10 @@ type TaskError struct {
 	// lapsed (by a broker decision or RecoverExpired), false for a failure
 	// the handler reported (Fail, Retry).
 	LeaseExpired bool
+	// Cancelled is true when the entry was recorded by an operator's
+	// Cancel: the task is Failed, and was neither run again nor decided by
+	// anyone after it.
+	Cancelled bool
 }
 
 // Claim is a worker's hold on a Running task, handed out by Pop. Token is the
@@ -120,8 +128,14 @@ func (t Task) Equal(u Task) bool {
 		t.ClaimedAt.Equal(u.ClaimedAt) && t.Deadline.Equal(u.Deadline) &&
 		t.FinishedAt.Equal(u.FinishedAt) && bytes.Equal(t.Result, u.Result) && t.Quarantine == u.Quarantine &&
 		slices.EqualFunc(t.Errors, u.Errors, func(a, b TaskError) bool {
-			return a.Attempt == b.Attempt && a.At.Equal(b.At) && a.Message == b.Message && a.LeaseExpired == b.LeaseExpired
+			return a.Attempt == b.Attempt && a.At.Equal(b.At) && a.Message == b.Message && a.LeaseExpired == b.LeaseExpired && a.Cancelled == b.Cancelled
 		})
+}
+
+// Cancelled reports whether an operator's Cancel decided the task: it is
+// Failed and its last error is the cancellation.
+func (t Task) Cancelled() bool {
+	return t.State == Failed && len(t.Errors) > 0 && t.Errors[len(t.Errors)-1].Cancelled
 }
 
 // withError returns the errors with e appended, never sharing the new backing

@@ -139,6 +139,10 @@ func Document() []byte {
 	p("## Pause\n\n")
 	p("A queue has a paused flag. Pause sets it and Resume clears it; both are idempotent, change no task, draw no version, and may name a queue that has no task yet. While the flag is set, Pop checks its arguments and then claims nothing: it answers no tasks and no error, and sets no damaged record aside. The flag is read in the same atomic step as the claim, so once a Pause has returned no Pop claims a task of the queue until a Resume. Everything else goes on: a worker holding a claim extends its lease and decides the task as before; Enqueue adds tasks and Promote makes them ready; ClaimExpired, Requeue, Finalize and RecoverExpired reap lapsed leases (a task requeued meanwhile waits, ready, for the Resume); the operator acts. Counts reports the flag.\n\n")
 
+	// --- cancel ---
+	p("## Cancel\n\n")
+	p("Cancel moves a scheduled, ready or running task to failed at once and appends the cancellation to its errors (marked as one: a task is *cancelled* when it is failed and its last error is the cancellation). A cancelled task is failed rather than in a state of its own: it will not succeed, and everything that handles terminal tasks (Prune, InspectRequeue, Remove, the counts) handles it already. A running task keeps its claim token: the worker that holds it is told at its next operation under the claim (a heartbeat's Extend, or its Ack, Fail or Retry, or an AckBatch item), which is refused as **cancelled**, a kind of stale claim, and changes nothing. A broker's claim on it is stale (its version changed), and no index leads a Pop or a broker to it: it is never acknowledged, retried or requeued afterwards, unless the operator requeues it.\n\n")
+
 	// --- errors ---
 	p("## Errors\n\n")
 	p("| Error | Meaning | Returned by |\n|---|---|---|\n")
@@ -241,6 +245,7 @@ var opMeaning = map[model.Op]string{
 	model.OpAckBatch:       "Records the success of up to a batch of claims of one queue in one atomic step, each item by the rules of Ack and answered on its own; with a pop, then claims the next Ready tasks as Pop would, in the same step.",
 	model.OpPause:          "The operator pauses the queue: until a Resume, Pop claims nothing. Claims already handed out, Enqueue, Promote and the brokers go on. Idempotent; changes no task and draws no version.",
 	model.OpResume:         "The operator resumes the queue: Pop claims again. Idempotent; changes no task and draws no version.",
+	model.OpCancel:         "The operator cancels a task that has not finished, optionally only if it is at the version the operator saw: it is failed at once, its last error the cancellation; a worker holding it is refused as cancelled at its next heartbeat or decision.",
 	model.OpGet:            "Reads one task.",
 	model.OpList:           "Reads a page of the tasks in one state, in ID order, with a cursor for the next page.",
 	model.OpCounts:         "Reads the number of tasks in each state.",
@@ -255,6 +260,7 @@ type errorRow struct {
 var errorRows = []errorRow{
 	{model.ErrInvalidArgument, "An argument is out of range; see the guard order.", model.Ops},
 	{model.ErrStaleClaim, "The claim no longer holds the task: another claim, a decision or an operator's action came first, or the task is gone.", nil},
+	{model.ErrCancelled, "An operator cancelled the task the claim held (a kind of stale claim: both hold).", []model.Op{model.OpExtend, model.OpAck, model.OpFail, model.OpRetry, model.OpAckBatch}},
 	{model.ErrNotFound, "No task has the ID.", []model.Op{model.OpGet, model.OpInspectRequeue, model.OpRemove}},
 	{model.ErrInvalidTransition, "The operation is not legal from the task's state; the error names both.", nil},
 	{model.ErrConflict, "The task is not as the caller expected: the ID of an Enqueue is taken, or the task changed since the version an operator named.", nil},

@@ -201,6 +201,11 @@ func (s *ModelStore) InspectRequeue(ctx context.Context, p core.InspectParams) (
 	return taskResult(s.apply(ctx, p.Queue, model.Input{Op: model.OpInspectRequeue, ID: p.ID, Expect: p.Expect}))
 }
 
+// Cancel implements core.Store.
+func (s *ModelStore) Cancel(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
+	return taskResult(s.apply(ctx, p.Queue, model.Input{Op: model.OpCancel, ID: p.ID, Expect: p.Expect}))
+}
+
 // Remove implements core.Store.
 func (s *ModelStore) Remove(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
 	return taskResult(s.apply(ctx, p.Queue, model.Input{Op: model.OpRemove, ID: p.ID, Expect: p.Expect}))

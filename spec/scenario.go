@@ -86,7 +86,7 @@ type Step struct {
 	// Then are facts that must hold after the step, each "ID word..." (or
 	// "queue/ID word...") where a word is a state name, "gone", "unclaimed"
 	// (no token, ClaimedAt, Deadline or FinishedAt), "result=TEXT",
-	// "errors=N", "leaselosses=N", "attempt=N", "claimed-by=LABEL" (the
+	// "errors=N", "leaselosses=N", "cancelled" (Task.Cancelled), "attempt=N", "claimed-by=LABEL" (the
 	// task's ClaimToken is that claim's) or "version=LABEL" (the task's
 	// Version is the one that claim or read saw: nothing changed it since);
 	// or "counts word...", where a word is "state=N", "paused" or
@@ -134,6 +134,7 @@ func prune(states []model.State, ids ...string) Step {
 func get(id, label string) Step { return Step{Op: model.OpGet, ID: id, Label: label} }
 func pause() Step               { return Step{Op: model.OpPause} }
 func resume() Step              { return Step{Op: model.OpResume} }
+func cancel(id string) Step     { return Step{Op: model.OpCancel, ID: id} }
 
 func (s Step) after(d time.Duration) Step { s.Advance = d; return s }
 func (s Step) fails(err error) Step       { s.Want = err; return s }
@@ -292,6 +293,8 @@ func (r *scenarioRun) step(where string, st Step) {
 		_, err = r.s.InspectRequeue(ctx, core.InspectParams{Queue: q, ID: st.ID, Expect: r.seen[st.Expect]})
 	case model.OpRemove:
 		_, err = r.s.Remove(ctx, core.InspectParams{Queue: q, ID: st.ID, Expect: r.seen[st.Expect]})
+	case model.OpCancel:
+		_, err = r.s.Cancel(ctx, core.InspectParams{Queue: q, ID: st.ID, Expect: r.seen[st.Expect]})
 	case model.OpPrune:
 		var res core.IDsResult
 		res, err = r.s.Prune(ctx, core.PruneParams{Queue: q, States: st.States, Before: now.Add(-st.Delay), Limit: st.N})
@@ -417,6 +420,10 @@ func (r *scenarioRun) fact(f string) string {
 			msg = number(len(t.Errors))
 		case "leaselosses":
 			msg = number(t.LeaseLosses())
+		case "cancelled":
+			if !t.Cancelled() {
+				msg = fmt.Sprintf("the task is not cancelled (state %v, errors %d)", t.State, len(t.Errors))
+			}
 		case "attempt":
 			msg = number(t.Attempt)
 		case "claimed-by":
@@ -561,10 +568,13 @@ func (s Step) action() string {
 			fmt.Fprintf(&b, " with a %s retry delay", humanDuration(s.Delay))
 		}
 		limit()
-	case model.OpInspectRequeue, model.OpRemove:
+	case model.OpInspectRequeue, model.OpRemove, model.OpCancel:
 		verb := "requeues"
-		if s.Op == model.OpRemove {
+		switch s.Op {
+		case model.OpRemove:
 			verb = "removes"
+		case model.OpCancel:
+			verb = "cancels"
 		}
 		fmt.Fprintf(&b, "the operator %s %s%s", verb, s.ID, in)
 		if s.Expect != "" {

@@ -266,6 +266,14 @@ func (w *twin) InspectRequeue(ctx context.Context, p core.InspectParams) (core.T
 	return got, gerr
 }
 
+// Cancel implements core.Store.
+func (w *twin) Cancel(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
+	got, gerr := w.store.Cancel(ctx, p)
+	want, werr := w.model.Cancel(ctx, p)
+	w.after(p.Queue, fmt.Sprintf("Cancel(%s/%s expect=%d)", p.Queue, p.ID, p.Expect), taskDiff(got, gerr, want, werr))
+	return got, gerr
+}
+
 // Remove implements core.Store.
 func (w *twin) Remove(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
 	got, gerr := w.store.Remove(ctx, p)

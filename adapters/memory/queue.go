@@ -505,6 +505,19 @@ func (q *queue) inspectRequeue(id string, expect uint64) (model.Task, error) {
 	return snapshot(t), nil
 }
 
+func (q *queue) cancel(now time.Time, id string, expect uint64) (model.Task, error) {
+	t, err := q.inspected(model.OpCancel, id, expect)
+	if err != nil {
+		return model.Task{}, err
+	}
+	q.unindex(t)
+	t.Version = q.stamp()
+	t.Errors = append(t.Errors, model.TaskError{Attempt: t.Attempt, At: now, Message: model.CancelledMessage, Cancelled: true})
+	finish(t, model.Failed, now)
+	q.index(t)
+	return snapshot(t), nil
+}
+
 func (q *queue) remove(id string, expect uint64) (model.Task, error) {
 	t, err := q.inspected(model.OpRemove, id, expect)
 	if err != nil {
@@ -592,6 +605,9 @@ func (q *queue) claimed(op model.Op, c model.Claim) (*task, error) {
 	}
 	if t.ClaimToken != c.Token {
 		return nil, fmt.Errorf("%w: token %d no longer holds task %q", model.ErrStaleClaim, c.Token, c.TaskID)
+	}
+	if t.Task.Cancelled() {
+		return nil, fmt.Errorf("%w: %w: task %q was cancelled by an operator", model.ErrCancelled, model.ErrStaleClaim, c.TaskID)
 	}
 	return t, checkFrom(op, t)
 }

@@ -323,6 +323,16 @@ func (s *Store) InspectRequeue(ctx context.Context, p core.InspectParams) (core.
 	return taskResult(now, t, err)
 }
 
+// Cancel is an operator's cancellation (model.Queue.Cancel).
+func (s *Store) Cancel(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
+	var t model.Task
+	now, err := s.write(ctx, p.Queue, false, func(q *queue, now time.Time) (err error) {
+		t, err = q.cancel(now, p.ID, p.Expect)
+		return err
+	})
+	return taskResult(now, t, err)
+}
+
 // Remove deletes a task and returns it as it was (model.Queue.Remove).
 func (s *Store) Remove(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
 	var t model.Task

@@ -59,6 +59,10 @@ func (o *opTx) probe(id string) (state model.State, token, version uint64, found
 	return probeRow(o.tx.QueryRow(o.ctx, o.s.q.probe, o.queue, []byte(id)), o.queue, id)
 }
 
+// failedCancelled is the state probeRow gives a task an operator cancelled:
+// Failed, for every guard but a worker's (see claimRefusal and transition).
+const failedCancelled model.State = 0xF0
+
 // probeRow reads the answer of the probe statement.
 func probeRow(row pgx.Row, queue, id string) (state model.State, token, version uint64, found bool, err error) {
 	var st int16
@@ -69,6 +73,9 @@ func probeRow(row pgx.Row, queue, id string) (state model.State, token, version 
 	}
 	if err != nil {
 		return 0, 0, 0, false, err
+	}
+	if st == -int16(model.Failed) && tok >= 0 && ver >= 1 {
+		return failedCancelled, uint64(tok), uint64(ver), true, nil
 	}
 	if st < int16(model.Scheduled) || st > int16(model.Failed) {
 		// Set aside, or a state that is none: a record without a version
@@ -396,12 +403,17 @@ func claimRefusal(op model.Op, c model.Claim, state model.State, token uint64, f
 		return fmt.Errorf("%w: task %q no longer exists", core.ErrStaleClaim, c.TaskID)
 	case token != c.Token:
 		return fmt.Errorf("%w: token %d no longer holds task %q", core.ErrStaleClaim, c.Token, c.TaskID)
+	case state == failedCancelled:
+		return fmt.Errorf("%w: %w: task %q was cancelled by an operator", core.ErrCancelled, core.ErrStaleClaim, c.TaskID)
 	}
 	return transition(op, state, c.TaskID)
 }
 
 // transition is the refusal of op from state, after every other guard held.
 func transition(op model.Op, state model.State, id string) error {
+	if state == failedCancelled {
+		state = model.Failed
+	}
 	if _, legal := model.Row(op, state); legal {
 		// The guarded statement should have matched: something is off.
 		return fmt.Errorf("leasehold/postgres: %v of task %q in state %v matched no row", op, id, state)
@@ -627,7 +639,11 @@ func (s *Store) inspectorOp(ctx context.Context, op model.Op, p core.InspectPara
 				return err
 			}
 		}
-		got, found, err := o.oneTask(q, p.Queue, []byte(p.ID), int64(p.Expect))
+		args := []any{p.Queue, []byte(p.ID), int64(p.Expect)}
+		if op == model.OpCancel {
+			args = append(args, micros(o.now))
+		}
+		got, found, err := o.oneTask(q, args...)
 		var d *damagedError
 		switch {
 		case op == model.OpRemove && errors.As(err, &d) && guarded:
@@ -669,6 +685,11 @@ func (s *Store) inspectorOp(ctx context.Context, op model.Op, p core.InspectPara
 // InspectRequeue implements core.Store.
 func (s *Store) InspectRequeue(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
 	return s.inspectorOp(ctx, model.OpInspectRequeue, p, lockNotify, s.q.inspectRequeue)
+}
+
+// Cancel implements core.Store.
+func (s *Store) Cancel(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
+	return s.inspectorOp(ctx, model.OpCancel, p, 0, s.q.cancel)
 }
 
 // Remove implements core.Store. The queue's sequence is not reset, so an ID

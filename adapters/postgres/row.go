@@ -23,6 +23,8 @@ type errorEntry struct {
 	// then has U+FFFD in their place.
 	MessageBytes *string `json:"message_bytes,omitempty"`
 	LeaseExpired bool    `json:"lease_expired"`
+	// Cancelled marks the entry an operator's Cancel recorded.
+	Cancelled bool `json:"cancelled,omitempty"`
 }
 
 // messageArgs returns a message as the text and the raw bytes (base64, or
@@ -137,7 +139,7 @@ func decodeErrors(text string) ([]model.TaskError, error) {
 	}
 	out := make([]model.TaskError, len(entries))
 	for k, e := range entries {
-		out[k] = model.TaskError{Attempt: e.Attempt, Message: e.Message, LeaseExpired: e.LeaseExpired}
+		out[k] = model.TaskError{Attempt: e.Attempt, Message: e.Message, LeaseExpired: e.LeaseExpired, Cancelled: e.Cancelled}
 		if e.MessageBytes != nil {
 			b, err := base64.StdEncoding.DecodeString(*e.MessageBytes)
 			if err != nil {

@@ -74,6 +74,12 @@ func appendError(at, message, raw, leaseExpired string) string {
   || CASE WHEN ` + raw + `::text IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('message_bytes', ` + raw + `::text) END) END`
 }
 
+// probedState is the state column of the probes: the state, negated for a
+// Failed task whose last error is an operator's cancellation, so the
+// refusal of a claim on it can say so (probeRow reads it as
+// failedCancelled).
+var probedState = fmt.Sprintf(`CASE WHEN state = %[1]d AND jsonb_typeof(errors) = 'array' AND coalesce(errors->-1->>'cancelled' = 'true', false) THEN -%[1]d ELSE state END`, model.Failed)
+
 // queries holds every statement with the schema filled in.
 type queries struct {
 	schema string
@@ -86,7 +92,7 @@ type queries struct {
 	damagedDeadline, claimExpired, requeue, finalize    string
 	recoverExpired, inspectRequeue, remove, prune       string
 	setAside                                            string
-	get, counts, queues, setPaused                      string
+	get, counts, queues, setPaused, cancel              string
 	list                                                map[model.State]string
 	notify                                              string
 
@@ -106,7 +112,9 @@ func buildQueries(schema string) queries {
 		lock:        f(`SELECT seq, paused FROM {s}.queues WHERE name = $1 FOR UPDATE`),
 		setPaused:   f(`UPDATE {s}.queues SET paused = $2 WHERE name = $1`),
 		anyTask:     f(`SELECT EXISTS (SELECT 1 FROM {s}.tasks WHERE queue = $1)`),
-		probe:       f(`SELECT state, claim_token, version FROM {s}.tasks WHERE queue = $1 AND id = $2`),
+		// The state is negated for a task an operator cancelled (see
+		// probedState).
+		probe: f(`SELECT %s, claim_token, version FROM {s}.tasks WHERE queue = $1 AND id = $2`, probedState),
 		pending: f(`SELECT count(*) FROM (SELECT 1 FROM {s}.tasks WHERE queue = $1 AND state IN (%d, %d, %d) LIMIT $2) p`,
 			model.Scheduled, model.Ready, model.Running),
 		notify: `SELECT pg_notify($1, $2)`,
@@ -247,6 +255,12 @@ hit AS MATERIALIZED (
   claim_token = 0, claimed_at = NULL, deadline = NULL, finished_at = NULL
   WHERE queue = $1 AND id = $2 AND ($3 = 0 OR version = $3) AND state IN (%s) RETURNING %s)`+bump+` SELECT %[4]s FROM u`,
 			seqBase, model.Ready, from(model.OpInspectRequeue), taskColumns),
+		// $1 queue, $2 id, $3 expected version (0: any), $4 now.
+		cancel: f(`WITH u AS (UPDATE {s}.tasks SET version = %s + 1, state = %d, errors = %s, finished_at = $4, deadline = NULL
+  WHERE queue = $1 AND id = $2 AND ($3 = 0 OR version = $3) AND state IN (%s) RETURNING %s)`+bump+` SELECT %[5]s FROM u`,
+			seqBase, model.Failed,
+			strings.Replace(appendError("$4::bigint", "'"+model.CancelledMessage+"'", "NULL", "false"), "'lease_expired', false)", "'lease_expired', false, 'cancelled', true)", 1),
+			from(model.OpCancel), taskColumns),
 		// Remove is legal from every state, Quarantined included (and a
 		// row whose state is none); the caller refuses an expected version
 		// on a record it cannot read.
@@ -283,7 +297,7 @@ UNION ALL SELECT true, 0, paused::int FROM {s}.queues WHERE name = $1`),
 	// $1 queue, $2 IDs: what the guards look at.
 	// (Looked up one by one, by key, as in ackMany.)
 	q.probeMany = f(`SELECT i.id, p.state, p.claim_token, p.version FROM unnest($2::bytea[]) AS i(id) CROSS JOIN LATERAL (
-  SELECT state, claim_token, version FROM {s}.tasks t WHERE t.queue = $1 AND t.id = i.id LIMIT 1) p`)
+  SELECT %s AS state, claim_token, version FROM {s}.tasks t WHERE t.queue = $1 AND t.id = i.id LIMIT 1) p`, probedState)
 	for _, st := range model.States {
 		q.list[st] = f(`SELECT %s FROM {s}.tasks WHERE queue = $1 AND state = %d AND id > $2 ORDER BY id LIMIT $3`, taskColumns, st)
 	}

@@ -465,14 +465,20 @@ func (s *Store) InspectRequeue(ctx context.Context, p core.InspectParams) (core.
 	return s.inspect(ctx, inspectRequeueScript, p)
 }
 
+// Cancel implements core.Store.
+func (s *Store) Cancel(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
+	return s.inspect(ctx, cancelScript, p, model.CancelledMessage)
+}
+
 // Remove implements core.Store.
 func (s *Store) Remove(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
 	return s.inspect(ctx, removeScript, p)
 }
 
-// inspect runs an operator's action on one task (InspectRequeue, Remove):
-// the script's ARGV are now, the task ID and the expected version.
-func (s *Store) inspect(ctx context.Context, sc *script, p core.InspectParams) (core.TaskResult, error) {
+// inspect runs an operator's action on one task (InspectRequeue, Remove,
+// Cancel): the script's ARGV are now, the task ID, the expected version and
+// extra.
+func (s *Store) inspect(ctx context.Context, sc *script, p core.InspectParams, extra ...any) (core.TaskResult, error) {
 	if err := s.begin(ctx, p.Queue); err != nil {
 		return core.TaskResult{}, err
 	}
@@ -483,7 +489,7 @@ func (s *Store) inspect(ctx context.Context, sc *script, p core.InspectParams) (
 	if err != nil {
 		return core.TaskResult{}, err
 	}
-	return s.taskOp(ctx, sc, p.Queue, p.ID, now, p.ID, u64(p.Expect))
+	return s.taskOp(ctx, sc, p.Queue, p.ID, append([]any{now, p.ID, u64(p.Expect)}, extra...)...)
 }
 
 // Prune implements core.Store.

@@ -257,8 +257,8 @@ func TestWithoutFunctionsTheStoreUsesScripts(t *testing.T) {
 	if err := s.Preload(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := log.take(); len(got) != 21 || got[0] != "script" {
-		t.Errorf("Preload sent %v, want a SCRIPT LOAD for each of the 21 scripts", got)
+	if got := log.take(); len(got) != 22 || got[0] != "script" {
+		t.Errorf("Preload sent %v, want a SCRIPT LOAD for each of the 22 scripts", got)
 	}
 	if _, err := s.Ack(ctx, core.AckParams{Claim: r.Tasks[0].Claim(), Result: []byte("ok")}); err != nil {
 		t.Fatal(err)

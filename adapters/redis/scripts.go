@@ -200,12 +200,13 @@ var (
 	listScript           = loadScript("list.lua", model.OpList, read)
 	countsScript         = loadScript("counts.lua", model.OpCounts, read)
 	pauseScript          = loadScript("pause.lua", model.OpPause, idempotentWrite)
+	cancelScript         = loadScript("cancel.lua", model.OpCancel, memoWrite)
 
 	allScripts = []*script{enqueueScript, promoteScript, popScript, extendScript,
 		ackScript, failScript, retryScript, claimExpiredScript, requeueScript,
 		finalizeScript, recoverExpiredScript, inspectRequeueScript, removeScript,
 		pruneScript, enqueueBatchScript, ackBatchScript, ackPopScript, getScript, listScript, countsScript,
-		pauseScript}
+		pauseScript, cancelScript}
 )
 
 // The return codes of the scripts (lua/lib.lua).
@@ -371,6 +372,8 @@ func codeError(sc *script, code int64, id string, detail []string) error {
 			return fmt.Errorf("%w: task %q no longer exists", core.ErrStaleClaim, id)
 		case "version":
 			return fmt.Errorf("%w: task %q changed since the broker's claim", core.ErrStaleClaim, id)
+		case "cancelled":
+			return fmt.Errorf("%w: %w: task %q was cancelled by an operator", core.ErrCancelled, core.ErrStaleClaim, id)
 		default:
 			return fmt.Errorf("%w: the token no longer holds task %q", core.ErrStaleClaim, id)
 		}
@@ -648,7 +651,8 @@ func parseTimeout(s string) (time.Duration, bool) {
 }
 
 // decodeErrors parses the error history: entries
-// "<attempt> <at> <0|1> <length>:<message>" back to back.
+// "<attempt> <at> <flag> <length>:<message>" back to back, flag 0 for a
+// handler's failure, 1 for a lease expiry, 2 for an operator's Cancel.
 func decodeErrors(id, s string) ([]core.TaskError, error) {
 	var out []core.TaskError
 	rest := s
@@ -662,7 +666,7 @@ func decodeErrors(id, s string) ([]core.TaskError, error) {
 		at, e2 := strconv.ParseInt(parts[1], 10, 64)
 		n, e3 := strconv.Atoi(parts[3])
 		if e1 != nil || e2 != nil || e3 != nil || attempt < 0 || at < -maxSafe || at > maxSafe ||
-			(parts[2] != "0" && parts[2] != "1") || n < 0 || n > len(tail) {
+			(parts[2] != "0" && parts[2] != "1" && parts[2] != "2") || n < 0 || n > len(tail) {
 			return nil, corrupt("task %q: error history does not parse", id)
 		}
 		out = append(out, core.TaskError{
@@ -670,6 +674,7 @@ func decodeErrors(id, s string) ([]core.TaskError, error) {
 			At:           time.UnixMicro(at).UTC(),
 			Message:      tail[:n],
 			LeaseExpired: parts[2] == "1",
+			Cancelled:    parts[2] == "2",
 		})
 		rest = tail[n:]
 	}

@@ -514,6 +514,14 @@ func (t tx) diagnoseClaim(op model.Op, c model.Claim) error {
 		return fmt.Errorf("%w: task %q no longer exists", core.ErrStaleClaim, c.TaskID)
 	case token != c.Token:
 		return fmt.Errorf("%w: token %d no longer holds task %q", core.ErrStaleClaim, c.Token, c.TaskID)
+	case state == model.Failed:
+		var one int
+		switch err := t.queryRow(sqlCancelled, c.Queue, c.TaskID).Scan(&one); {
+		case err == nil:
+			return fmt.Errorf("%w: %w: task %q was cancelled by an operator", core.ErrCancelled, core.ErrStaleClaim, c.TaskID)
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
 	}
 	return transition(op, state, c.TaskID)
 }
@@ -769,10 +777,13 @@ func (s *Store) RecoverExpired(ctx context.Context, p core.RecoverExpiredParams)
 
 // inspectorOp runs an operator's action, diagnosing a miss in the model's
 // order: ErrNotFound, ErrConflict (expected version), then the state.
-func (s *Store) inspectorOp(ctx context.Context, op model.Op, p core.InspectParams, q string, advance bool) (core.TaskResult, error) {
+func (s *Store) inspectorOp(ctx context.Context, op model.Op, p core.InspectParams, q string, advance bool, extra ...func(now time.Time) []any) (core.TaskResult, error) {
 	var task model.Task
 	now, err := s.write(ctx, p.Queue, func() error { return model.ValidateID(p.ID) }, func(t tx, now time.Time) error {
 		args := []any{p.Queue, p.ID, int64(p.Expect)}
+		for _, x := range extra {
+			args = append(args, x(now)...)
+		}
 		if advance {
 			args = withVersion(args, nil)
 		}
@@ -823,6 +834,13 @@ func (s *Store) inspectorOp(ctx context.Context, op model.Op, p core.InspectPara
 // InspectRequeue implements core.Store.
 func (s *Store) InspectRequeue(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
 	return s.inspectorOp(ctx, model.OpInspectRequeue, p, sqlInspectRequeue, true)
+}
+
+// Cancel implements core.Store.
+func (s *Store) Cancel(ctx context.Context, p core.InspectParams) (core.TaskResult, error) {
+	return s.inspectorOp(ctx, model.OpCancel, p, sqlCancel, true, func(now time.Time) []any {
+		return []any{micros(now), model.CancelledMessage}
+	})
 }
 
 // Remove implements core.Store. The queue's sequence is not reset, so an ID

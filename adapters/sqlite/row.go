@@ -34,6 +34,8 @@ type errorEntry struct {
 	// valid UTF-8 (Message then has U+FFFD in place of the invalid ones).
 	MessageBytes *string `json:"message_bytes,omitempty"`
 	LeaseExpired bool    `json:"lease_expired"`
+	// Cancelled marks the entry an operator's Cancel recorded.
+	Cancelled bool `json:"cancelled,omitempty"`
 }
 
 // messageArgs returns a message as the text and the raw bytes (base64, or
@@ -260,7 +262,7 @@ func (d *decoder) errors(i int, col string) []model.TaskError {
 	}
 	out := make([]model.TaskError, len(entries))
 	for k, e := range entries {
-		out[k] = model.TaskError{Attempt: e.Attempt, Message: e.Message, LeaseExpired: e.LeaseExpired}
+		out[k] = model.TaskError{Attempt: e.Attempt, Message: e.Message, LeaseExpired: e.LeaseExpired, Cancelled: e.Cancelled}
 		if e.MessageBytes != nil {
 			b, err := base64.StdEncoding.DecodeString(*e.MessageBytes)
 			if err != nil {
@@ -281,7 +283,7 @@ func encodeErrors(errs []model.TaskError) (string, error) {
 	entries := make([]errorEntry, len(errs))
 	for k, e := range errs {
 		text, raw := messageArgs(e.Message)
-		entries[k] = errorEntry{Attempt: e.Attempt, Message: text, LeaseExpired: e.LeaseExpired}
+		entries[k] = errorEntry{Attempt: e.Attempt, Message: text, LeaseExpired: e.LeaseExpired, Cancelled: e.Cancelled}
 		if raw != nil {
 			b64 := raw.(string)
 			entries[k].MessageBytes = &b64

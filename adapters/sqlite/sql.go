@@ -184,6 +184,15 @@ RETURNING %[6]s`, model.Running, seqBase, appendError("?2", "'"+model.LeaseExpir
 		model.Failed, from(model.OpRecoverExpired), qualifiedColumns)
 
 	// Inspector actions: ?1 queue, ?2 id, ?3 expected version (0: any).
+	// ?1 queue, ?2 id, ?3 expect (0: any), ?4 now, ?5 message
+	sqlCancel = fmt.Sprintf(`UPDATE tasks SET version = %s, state = %d, errors = %s, finished_at = ?4, deadline = NULL
+WHERE queue = ?1 AND id = ?2 AND (?3 = 0 OR version = ?3) AND state IN (%s) RETURNING %s`,
+		newVersion, model.Failed, strings.Replace(appendError("?4", "?5", "NULL", "false"), `, 'lease_expired', json('false'))`, `, 'lease_expired', json('false'), 'cancelled', json('true'))`, 2),
+		from(model.OpCancel), taskColumns)
+	// ?1 queue, ?2 id: the task is Failed and its last error is a
+	// cancellation (diagnoseClaim: the claim's token still matches).
+	sqlCancelled = fmt.Sprintf(`SELECT 1 FROM tasks WHERE queue = ?1 AND id = ?2 AND state = %d AND json_valid(errors)
+  AND json_extract(errors, '$[#-1].cancelled') = 1`, model.Failed)
 	sqlInspectRequeue = fmt.Sprintf(`UPDATE tasks SET version = %s, state = %d, attempt = 0, result = NULL, run_after = NULL,
   claim_token = 0, claimed_at = NULL, deadline = NULL, finished_at = NULL
 WHERE queue = ?1 AND id = ?2 AND (?3 = 0 OR version = ?3) AND state IN (%s) RETURNING %s`,

@@ -81,10 +81,10 @@ func inspect(args []string, stdout, stderr io.Writer) int {
 	queue := fs.String("queue", "default", "the `queue` to look into")
 	after := fs.String("after", "", "list: start after this task `ID`")
 	limit := fs.Int("limit", 50, "list: at most `N` tasks")
-	expect := fs.Uint64("expect", 0, "remove: only if the task is at this `version` (0: any; a quarantined record has none)")
+	expect := fs.Uint64("expect", 0, "remove, cancel: only if the task is at this `version` (0: any; a quarantined record has none)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: leasehold inspect [flags] queues | counts | list STATE | get ID | remove ID | pause | resume\n\nSTATE is one of scheduled, ready, running, succeeded, failed, quarantined\n(records the store could not read, set aside; remove deletes one).\npause stops workers from claiming the queue's tasks (running ones go on)\nuntil resume; counts shows whether the queue is paused.\n\n")
+		fmt.Fprintf(stderr, "usage: leasehold inspect [flags] queues | counts | list STATE | get ID | remove ID | cancel ID | pause | resume\n\nSTATE is one of scheduled, ready, running, succeeded, failed, quarantined\n(records the store could not read, set aside; remove deletes one).\ncancel fails a scheduled, ready or running task at once; its worker is told at\nits next heartbeat and neither retries nor acknowledges it.\npause stops workers from claiming the queue's tasks (running ones go on)\nuntil resume; counts shows whether the queue is paused.\n\n")
 		fs.PrintDefaults()
 		fmt.Fprint(stderr, exitCodes)
 	}
@@ -145,6 +145,11 @@ func inspect(args []string, stdout, stderr io.Writer) int {
 		var ins *core.Inspector
 		if ins, err = core.NewInspector(s, *queue); err == nil {
 			out, err = ins.Remove(ctx, cmd[1], *expect)
+		}
+	case cmd[0] == "cancel" && len(cmd) == 2:
+		var ins *core.Inspector
+		if ins, err = core.NewInspector(s, *queue); err == nil {
+			out, err = ins.Cancel(ctx, cmd[1], *expect)
 		}
 	default:
 		fs.Usage()
@@ -220,8 +225,11 @@ func printInspection(w io.Writer, out any) {
 		row("result", fmt.Sprintf("%q", v.Result))
 		for i, e := range v.Errors {
 			kind := "handler"
-			if e.LeaseExpired {
+			switch {
+			case e.LeaseExpired:
 				kind = "lease expired"
+			case e.Cancelled:
+				kind = "cancelled"
 			}
 			row(fmt.Sprintf("error %d", i+1), fmt.Sprintf("attempt %d at %s (%s): %s", e.Attempt, stamp(e.At), kind, e.Message))
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -71,5 +72,42 @@ func TestInspectPausesAndResumesAQueue(t *testing.T) {
 	}
 	if status, _, _ := runCmd(t, "inspect", "--sqlite", path, "--queue", "jobs", "pause", "extra"); status != 2 {
 		t.Errorf("pause with an extra argument: status %d, want 2", status)
+	}
+}
+
+// TestInspectCancelsATask cancels a running SQLite task through the CLI:
+// with a version it has left the command exits 1 and changes nothing; then
+// it cancels, the worker's ack is refused as cancelled, and get shows the
+// cancellation in the task's errors.
+func TestInspectCancelsATask(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	s, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "jobs", EnqueueArgs: model.EnqueueArgs{ID: "a", MaxAttempts: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Pop(ctx, core.PopParams{Queue: "jobs", Lease: time.Minute, N: 1})
+	if err != nil || len(res.Tasks) != 1 {
+		t.Fatal(res, err)
+	}
+	s.Close()
+	claim := res.Tasks[0].Claim()
+	if status, _, _ := runCmd(t, "inspect", "--sqlite", path, "--queue", "jobs", "--expect", "1", "cancel", "a"); status != 1 {
+		t.Fatalf("cancel with a version the task left: status %d, want 1", status)
+	}
+	status, stdout, stderr := runCmd(t, "inspect", "--sqlite", path, "--queue", "jobs", "cancel", "a")
+	if status != 0 || !strings.Contains(stdout, "failed") || !strings.Contains(stdout, "(cancelled)") {
+		t.Fatalf("cancel: status %d\n%s\n%s", status, stdout, stderr)
+	}
+	s, err = sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Ack(ctx, core.AckParams{Claim: claim}); !errors.Is(err, core.ErrCancelled) {
+		t.Fatalf("the worker's ack after the cancel: %v, want ErrCancelled", err)
 	}
 }

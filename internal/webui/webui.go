@@ -227,7 +227,9 @@ type taskPage struct {
 	Task  model.Task
 	// CanRequeue is false for a Ready task (the store refuses it).
 	CanRequeue bool
-	Gone       bool // the task is not in the store (any more)
+	// CanCancel is true for a task that has not finished.
+	CanCancel bool
+	Gone      bool // the task is not in the store (any more)
 }
 
 func (s *Server) task(w http.ResponseWriter, r *http.Request) {
@@ -238,6 +240,8 @@ func (s *Server) task(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Query().Get("done") {
 	case "requeue":
 		p.Notice = "Requeued: the task is ready, with a fresh set of attempts."
+	case "cancel":
+		p.Notice = "Cancelled: the task failed and will not run; a worker holding it is told at its next heartbeat."
 	}
 	s.showTask(ctx, w, http.StatusOK, queue, id, p)
 }
@@ -252,7 +256,8 @@ func (s *Server) showTask(ctx context.Context, w http.ResponseWriter, status int
 		s.fail(w, err)
 		return
 	}
-	s.render(w, status, "task.html", taskPage{base: b, Queue: queue, Task: t, CanRequeue: t.State != model.Ready})
+	s.render(w, status, "task.html", taskPage{base: b, Queue: queue, Task: t, CanRequeue: t.State != model.Ready,
+		CanCancel: t.State == model.Scheduled || t.State == model.Ready || t.State == model.Running})
 }
 
 // act performs an operator's action, conditional on the version the page
@@ -286,6 +291,12 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request) {
 		_, err = s.store.InspectRequeue(ctx, p)
 		if err == nil {
 			http.Redirect(w, r, taskPath(queue, id)+"?done=requeue", http.StatusSeeOther)
+			return
+		}
+	case "cancel":
+		_, err = s.store.Cancel(ctx, p)
+		if err == nil {
+			http.Redirect(w, r, taskPath(queue, id)+"?done=cancel", http.StatusSeeOther)
 			return
 		}
 	case "remove":

@@ -59,6 +59,8 @@ return run(function()
       items[i + 1] = {STALE, 'missing'}
     elseif fmt(t.token) ~= token then
       items[i + 1] = {STALE, 'token'}
+    elseif cancelled(t) then
+      items[i + 1] = {STALE, 'cancelled'}
     elseif t.state ~= 'running' then
       items[i + 1] = {TRANSITION, t.state}
     else

@@ -181,11 +181,12 @@ local function reserve(seq, k)
 end
 
 -- parse_errors checks the error history: entries
--- "<attempt> <at> <0|1> <length>:<message>" back to back.
+-- "<attempt> <at> <flag> <length>:<message>" back to back, flag 0 for a
+-- handler's failure, 1 for a lease expiry, 2 for an operator's Cancel.
 local function parse_errors(s)
   local pos, n = 1, #s
   while pos <= n do
-    local a, at, _, len, nxt = string.match(s, '^(%d+) (%-?%d+) ([01]) (%d+):()', pos)
+    local a, at, _, len, nxt = string.match(s, '^(%d+) (%-?%d+) ([012]) (%d+):()', pos)
     if not a or not int(a) or not int(at) or not int(len) then return false end
     pos = nxt + tonumber(len)
     if pos > n + 1 then return false end
@@ -580,9 +581,25 @@ local function examine(key, id, seq)
   return t, why
 end
 
--- error_entry encodes one entry of the error history.
+-- error_entry encodes one entry of the error history; lease_expired is
+-- true, false, or 'cancelled' for an operator's Cancel.
 local function error_entry(attempt, at, lease_expired, message)
-  return string.format('%d %d %d %d:', attempt, at, lease_expired and 1 or 0, #message) .. message
+  local flag = 0
+  if lease_expired == 'cancelled' then flag = 2 elseif lease_expired then flag = 1 end
+  return string.format('%d %d %d %d:', attempt, at, flag, #message) .. message
+end
+
+-- cancelled reports whether an operator's Cancel decided the task: it is
+-- Failed and the last entry of its history has flag 2.
+local function cancelled(t)
+  if t.state ~= 'failed' then return false end
+  local pos, n, last = 1, #t.errors, nil
+  while pos <= n do
+    local f, len, nxt = string.match(t.errors, '^%d+ %-?%d+ ([012]) (%d+):()', pos)
+    if not f then return false end
+    last, pos = f, nxt + tonumber(len)
+  end
+  return last == '2'
 end
 
 local function unindex(t)
@@ -792,6 +809,7 @@ local function claimed(id, token, seq)
   local t = load_task(KEYS[12], id, seq)
   if not t then refuse(STALE, 'missing') end
   if fmt(t.token) ~= token then refuse(STALE, 'token') end
+  if cancelled(t) then refuse(STALE, 'cancelled') end
   if t.state ~= 'running' then refuse(TRANSITION, t.state) end
   check_indexed(t)
   return t
