@@ -124,7 +124,10 @@ func (i *Inspector) Requeue(ctx context.Context, id string, expect uint64) (Task
 // Worker holding it learns it at its next heartbeat (or when it records the
 // handler's outcome, which is refused): it cancels the handler's context
 // with a cause for which errors.Is(cause, ErrCancelled) holds, and neither
-// retries nor acknowledges the task. A broker's claim on it is stale. The
+// retries nor acknowledges the task, and its retry policy is not asked (a
+// handler that returns a failure before that heartbeat has the policy
+// asked, but the Retry or Fail it leads to is refused as cancelled and
+// changes nothing). A broker's claim on it is stale. The
 // task's last error is the cancellation (Task.Cancelled reports it).
 // expect is the Version the operator saw, or AnyVersion.
 //

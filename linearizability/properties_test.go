@@ -130,10 +130,18 @@ func TestRuntimePropertiesCatchTheirViolation(t *testing.T) {
 		{"cancel-final", func(t *testing.T, h *linearizability.RuntimeHistory) {
 			// An operator's cancel of the task, stamped just before a
 			// worker's accepted Ack of it: the Ack came after the cancel.
-			op := find(t, h, func(op *linearizability.Operation) bool {
-				return op.Actor == "worker 0" && op.Input.Op == model.OpAck && op.Output.Err == "" && op.Output.Task != nil
-			})
-			cancelled := *op.Output.Task
+			acked := func(op *linearizability.Operation) *model.Task {
+				switch {
+				case op.Output.Err != "" || op.Actor != "worker 0":
+				case op.Input.Op == model.OpAck && op.Output.Task != nil:
+					return op.Output.Task
+				case op.Input.Op == model.OpAckBatch && len(op.Output.Items) > 0 && op.Output.Items[0].Task != nil:
+					return op.Output.Items[0].Task
+				}
+				return nil
+			}
+			op := find(t, h, func(op *linearizability.Operation) bool { return acked(op) != nil })
+			cancelled := *acked(op)
 			cancelled.Version--
 			h.History.Operations = append(h.History.Operations, linearizability.Operation{
 				Actor: "inspector 0", Call: op.Call, Return: op.Call,

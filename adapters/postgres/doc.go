@@ -24,7 +24,8 @@
 //     (queue, id). The ID is bytea (any bytes, ordered as Go orders
 //     strings); times are Unix microseconds, NULL for the zero time; the
 //     error history is a jsonb array of {attempt, at, message,
-//     lease_expired}, and a message that cannot be JSON text in PostgreSQL
+//     lease_expired} (and cancelled: true for an operator's Cancel), and a
+//     message that cannot be JSON text in PostgreSQL
 //     (not UTF-8, or holding a NUL) also keeps its exact bytes in base64.
 //     The attempt timeout is timeout_ns, in nanoseconds, 0 for none
 //     (schema version 2 added it; the tasks of version 1 have none).

@@ -41,8 +41,8 @@
 // time is false (so the zero time stays the zero time), the others strings;
 // timeout is the attempt timeout in nanoseconds as a decimal string (empty for
 // none), and a record of the 14 fields before it reads as timeout 0;
-// errors is the history, entries "<attempt> <at> <0|1> <length>:<message>"
-// back to back, 1 marking a lease expiry. A reply carries a task as its ID
+// errors is the history, entries "<attempt> <at> <0|1|2> <length>:<message>"
+// back to back, 1 marking a lease expiry, 2 an operator's Cancel. A reply carries a task as its ID
 // and this packed value, which the Go side decodes and checks again.
 //
 // The score of a Ready task orders by priority, highest first, then by the

@@ -76,7 +76,8 @@
 //   - tasks: one row per task with every field of model.Task, keyed by
 //     (queue, id). Times are Unix microseconds, NULL for the zero time;
 //     payload and result are BLOBs; the error history is a JSON array of
-//     {attempt, at, message, lease_expired}; a message that is not valid
+//     {attempt, at, message, lease_expired} (and cancelled: true for an
+//     operator's Cancel); a message that is not valid
 //     UTF-8 also keeps its exact bytes, in base64, as message_bytes.
 //   - indexes: the tasks of each state in the order its operations take
 //     them, each a partial index over that state alone: Ready by
