@@ -242,21 +242,21 @@ func CountGuards(h *History) Guards {
 		}
 		switch op.Input.Op {
 		case model.OpAck:
-			if o.Err == "stale_claim" {
+			if o.Err == "stale_claim" || o.Err == "cancelled" {
 				g.StaleAcks++
 			}
 		case model.OpAckBatch:
 			for _, it := range o.Items {
-				if it.Err == "stale_claim" {
+				if it.Err == "stale_claim" || it.Err == "cancelled" {
 					g.StaleAcks++
 				}
 			}
 		case model.OpExtend, model.OpFail, model.OpRetry:
-			if o.Err == "stale_claim" {
+			if o.Err == "stale_claim" || o.Err == "cancelled" {
 				g.StaleWorkerCalls++
 			}
 		case model.OpRequeue, model.OpFinalize:
-			if o.Err == "stale_claim" {
+			if o.Err == "stale_claim" || o.Err == "cancelled" {
 				g.StaleDecisions++
 			}
 		case model.OpInspectRequeue, model.OpRemove:

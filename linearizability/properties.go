@@ -312,7 +312,7 @@ func heartbeatLease(c *runtimeCase) []string {
 				switch {
 				case d.indeterminate:
 					// If it took effect the deadline only moved later.
-				case d.refused == "stale_claim" || d.refused == "invalid_transition":
+				case d.refused == "stale_claim" || d.refused == "cancelled" || d.refused == "invalid_transition":
 					delete(deadline, id)
 					if c.readingBefore(op.Return).Before(dl) && !c.operatorActed(d.task, op.Return) && !c.decidedBy(actor, id, op.Return) {
 						out = append(out, fmt.Sprintf("%s lost its claim on %s token %d (%v refused: %s) while it held the lease until %s and no operator acted",
@@ -356,7 +356,7 @@ func passDecidesExpired(c *runtimeCase) []string {
 			decided := map[claimID]bool{}
 			for _, op := range pass {
 				o := &op.Output
-				if o.Indeterminate || o.Err != "" && o.Err != "stale_claim" && o.Err != "invalid_transition" {
+				if o.Indeterminate || o.Err != "" && o.Err != "stale_claim" && o.Err != "cancelled" && o.Err != "invalid_transition" {
 					transport = true
 				}
 				switch op.Input.Op {
@@ -643,7 +643,7 @@ func newRuntimeCase(p *RuntimePlan, rh *RuntimeHistory) *runtimeCase {
 	}
 	for _, op := range c.ops {
 		for _, d := range decisionsOf(op) {
-			if d.worker && (d.refused == "stale_claim" || d.refused == "invalid_transition") {
+			if d.worker && (d.refused == "stale_claim" || d.refused == "cancelled" || d.refused == "invalid_transition") {
 				c.superseded[claimKey{op.Actor, d.task, d.token}] = true
 			}
 		}
@@ -709,7 +709,7 @@ func (c *runtimeCase) readingBefore(at int64) time.Time {
 // was called before recorder time at and may have taken effect.
 func (c *runtimeCase) operatorActed(task string, before int64) bool {
 	for _, op := range c.ops {
-		if (op.Input.Op == model.OpInspectRequeue || op.Input.Op == model.OpRemove) && op.Input.ID == task &&
+		if (op.Input.Op == model.OpInspectRequeue || op.Input.Op == model.OpRemove || op.Input.Op == model.OpCancel) && op.Input.ID == task &&
 			op.Call < before && (op.Output.Err == "" || op.Output.Indeterminate) {
 			return true
 		}

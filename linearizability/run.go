@@ -338,7 +338,7 @@ func exampleInterest(h *History) int {
 	refused := 0
 	for _, op := range h.Operations {
 		switch op.Output.Err {
-		case "stale_claim", "invalid_transition", "conflict":
+		case "stale_claim", "cancelled", "invalid_transition", "conflict":
 			refused++
 		}
 	}
