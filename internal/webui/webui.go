@@ -260,22 +260,32 @@ func (s *Server) showTask(ctx context.Context, w http.ResponseWriter, status int
 		CanCancel: t.State == model.Scheduled || t.State == model.Ready || t.State == model.Running})
 }
 
+// checkForm checks what every form's POST must carry: the page's origin, a
+// form of reasonable size and the page's token. It answers a refusal itself
+// and reports false.
+func (s *Server) checkForm(w http.ResponseWriter, r *http.Request) bool {
+	if !s.sameOrigin(r) {
+		http.Error(w, "refused: the request comes from another site", http.StatusForbidden)
+		return false
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 1<<14)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad form", http.StatusBadRequest)
+		return false
+	}
+	if !s.validToken(r) {
+		http.Error(w, "refused: the form's token is missing or out of date; load the page again", http.StatusForbidden)
+		return false
+	}
+	return true
+}
+
 // act performs an operator's action, conditional on the version the page
 // showed.
 func (s *Server) act(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
 	defer cancel()
-	if !s.sameOrigin(r) {
-		http.Error(w, "refused: the request comes from another site", http.StatusForbidden)
-		return
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, 1<<14)
-	if err := r.ParseForm(); err != nil {
-		http.Error(w, "bad form", http.StatusBadRequest)
-		return
-	}
-	if !s.validToken(r) {
-		http.Error(w, "refused: the form's token is missing or out of date; load the page again", http.StatusForbidden)
+	if !s.checkForm(w, r) {
 		return
 	}
 	queue, id, action := r.PathValue("queue"), r.PathValue("id"), r.PathValue("action")
@@ -330,17 +340,7 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request) {
 func (s *Server) pause(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
 	defer cancel()
-	if !s.sameOrigin(r) {
-		http.Error(w, "refused: the request comes from another site", http.StatusForbidden)
-		return
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, 1<<14)
-	if err := r.ParseForm(); err != nil {
-		http.Error(w, "bad form", http.StatusBadRequest)
-		return
-	}
-	if !s.validToken(r) {
-		http.Error(w, "refused: the form's token is missing or out of date; load the page again", http.StatusForbidden)
+	if !s.checkForm(w, r) {
 		return
 	}
 	queue := r.PathValue("queue")

@@ -30,47 +30,13 @@ return run(function()
   for _, id in ipairs(ids) do
     if tasks[id] then found[#found + 1] = tasks[id] end
   end
-  if not m then check_all(found) end
+  check_all(found)
 
-  local items, acked = {}, {}
-  local version = seq
-  for i = 0, n - 1 do
-    local id, token = ARGV[2 + 3 * i], ARGV[3 + 3 * i]
-    local t = tasks[id]
-    if not t then
-      items[i + 1] = {STALE, 'missing'}
-    elseif fmt(t.token) ~= token then
-      items[i + 1] = {STALE, 'token'}
-    elseif cancelled(t) then
-      items[i + 1] = {STALE, 'cancelled'}
-    elseif t.state ~= 'running' then
-      items[i + 1] = {TRANSITION, t.state}
-    else
-      version = version + 1
-      t.was = t.state
-      t.version = version
-      t.result = ARGV[4 + 3 * i]
-      finish(t, 'succeeded', now)
-      items[i + 1] = t
-      acked[#acked + 1] = t
-    end
-  end
+  local items, acked, version = ack_items(tasks, 2, n, seq, now)
   reserve(seq, #acked)
 
   store_all(acked)
-  local out = {OK, fmt(now)}
-  for i = 1, n do
-    local it = items[i]
-    if it.id then
-      out[#out + 1] = '0'
-      out[#out + 1] = '2'
-      emit(out, it)
-    else
-      out[#out + 1] = fmt(it[1])
-      out[#out + 1] = '1'
-      out[#out + 1] = it[2]
-    end
-  end
+  local out = emit_items({OK, fmt(now)}, items, n)
   if #acked > 0 then
     redis.call('SET', KEYS[1], fmt(version))
     remember_reply(out)

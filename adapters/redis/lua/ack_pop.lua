@@ -50,29 +50,7 @@ return run(function()
     end, k, seq)
   end
 
-  local items, changed = {}, {}
-  local version = seq
-  for i = 0, n - 1 do
-    local id, token = ARGV[4 + 3 * i], ARGV[5 + 3 * i]
-    local t = tasks[id]
-    if not t then
-      items[i + 1] = {STALE, 'missing'}
-    elseif fmt(t.token) ~= token then
-      items[i + 1] = {STALE, 'token'}
-    elseif cancelled(t) then
-      items[i + 1] = {STALE, 'cancelled'}
-    elseif t.state ~= 'running' then
-      items[i + 1] = {TRANSITION, t.state}
-    else
-      version = version + 1
-      t.was = t.state
-      t.version = version
-      t.result = ARGV[6 + 3 * i]
-      finish(t, 'succeeded', now)
-      items[i + 1] = t
-      changed[#changed + 1] = t
-    end
-  end
+  local items, changed, version = ack_items(tasks, 4, n, seq, now)
   reserve(seq, #changed + #first)
   set_aside(aside)
   for _, t in ipairs(first) do
@@ -88,19 +66,7 @@ return run(function()
   end
 
   store_all(changed)
-  local out = {OK, fmt(now)}
-  for i = 1, n do
-    local it = items[i]
-    if it.id then
-      out[#out + 1] = '0'
-      out[#out + 1] = '2'
-      emit(out, it)
-    else
-      out[#out + 1] = fmt(it[1])
-      out[#out + 1] = '1'
-      out[#out + 1] = it[2]
-    end
-  end
+  local out = emit_items({OK, fmt(now)}, items, n)
   for _, t in ipairs(first) do emit(out, t) end
   if #changed > 0 then
     redis.call('SET', KEYS[1], fmt(version))

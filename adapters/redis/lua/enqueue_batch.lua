@@ -68,20 +68,8 @@ return run(function()
   end
   reserve(seq, #added)
 
-  local out = {OK, fmt(now)}
   store_all(added)
-  for i = 1, n do
-    local it = items[i]
-    if it.id then
-      out[#out + 1] = '0'
-      out[#out + 1] = '2'
-      emit(out, it)
-    else
-      out[#out + 1] = fmt(it[1])
-      out[#out + 1] = '1'
-      out[#out + 1] = it[2] or ''
-    end
-  end
+  local out = emit_items({OK, fmt(now)}, items, n)
   if #added > 0 then
     redis.call('SET', KEYS[1], fmt(version))
     remember_reply(out)

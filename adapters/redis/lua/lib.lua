@@ -838,3 +838,54 @@ local function inspected(id, expect, seq)
   if expect ~= '0' and fmt(t.version) ~= expect then refuse(VERSION_CONFLICT, fmt(t.version)) end
   return t
 end
+
+-- ack_items decides the n acks of a batch, item i being ARGV[first + 3i]
+-- (task ID), ARGV[first + 1 + 3i] (claim token) and ARGV[first + 2 + 3i]
+-- (result), against the loaded tasks and what the items before it left:
+-- a task Running under the item's token succeeds, stamped with the version
+-- after the last; any other is answered with its refusal. It returns the
+-- answers (a task, or {code, detail}), the tasks acked and the last version.
+local function ack_items(tasks, first, n, version, now)
+  local items, acked = {}, {}
+  for i = 0, n - 1 do
+    local id, token = ARGV[first + 3 * i], ARGV[first + 1 + 3 * i]
+    local t = tasks[id]
+    if not t then
+      items[i + 1] = {STALE, 'missing'}
+    elseif fmt(t.token) ~= token then
+      items[i + 1] = {STALE, 'token'}
+    elseif cancelled(t) then
+      items[i + 1] = {STALE, 'cancelled'}
+    elseif t.state ~= 'running' then
+      items[i + 1] = {TRANSITION, t.state}
+    else
+      version = version + 1
+      t.was = t.state
+      t.version = version
+      t.result = ARGV[first + 2 + 3 * i]
+      finish(t, 'succeeded', now)
+      items[i + 1] = t
+      acked[#acked + 1] = t
+    end
+  end
+  return items, acked, version
+end
+
+-- emit_items appends the answers of a batch's n items to a reply: for a
+-- task '0', '2' and the task (ID, packed value); for a refusal its code,
+-- '1' and its detail.
+local function emit_items(out, items, n)
+  for i = 1, n do
+    local it = items[i]
+    if it.id then
+      out[#out + 1] = '0'
+      out[#out + 1] = '2'
+      emit(out, it)
+    else
+      out[#out + 1] = fmt(it[1])
+      out[#out + 1] = '1'
+      out[#out + 1] = it[2] or ''
+    end
+  end
+  return out
+end
