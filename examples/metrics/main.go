@@ -157,6 +157,14 @@ func scenario(ctx context.Context, log io.Writer) ([]byte, error) {
 	fmt.Fprintf(log, "worker: claimed %s under token %d, lease 10s\n", first.TaskID, first.Token)
 
 	store.cut.Store(true)
+	// The heartbeat loop parks on its timer (the only one: the worker's one
+	// slot is taken) before the clock moves, or it would sleep from 09:00:11.
+	parked := make(chan struct{})
+	timeout := time.AfterFunc(10*time.Second, func() { close(parked) })
+	if !clock.BlockUntil(1, parked) {
+		return nil, errors.New("the heartbeat loop never waited for its beat")
+	}
+	timeout.Stop()
 	clock.Advance(11 * time.Second) // the heartbeat is due, and the lease lapses
 	if err := wait(func() bool { return store.refused.Load() >= 1 }); err != nil {
 		return nil, fmt.Errorf("the heartbeat was never sent: %w", err)
