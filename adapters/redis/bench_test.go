@@ -89,19 +89,24 @@ func parallel(b *testing.B, g, n int, op func(ctx context.Context, i int) error)
 // spent per unit (an operation, or
 // a task for the batch benchmarks): srv-µs/<unit>, the time of the scripts
 // (FCALL and EVALSHA) by INFO commandstats, which includes the commands
-// they run, and calls/<unit>, every command counted there. Unlike ops/s
-// these hardly depend on the load of the client's machine.
+// they run, and calls/<unit>, every command counted there; and
+// cpu-µs/<unit>, the server process's user and system CPU by INFO cpu
+// (parsing and network included). The script time is wall time on the
+// server's thread, so on a loaded machine it grows when the server is
+// descheduled in a script; the CPU figure does not.
 func benchCost(b *testing.B, c goredis.UniversalClient, unit string) func(units int) {
 	b.Helper()
 	ctx := context.Background()
 	if err := c.ConfigResetStat(ctx).Err(); err != nil {
 		b.Fatal(err)
 	}
+	cpu0 := serverCPU(b, c)
 	return func(n int) {
 		b.Helper()
 		if n == 0 {
 			return
 		}
+		b.ReportMetric((serverCPU(b, c)-cpu0)*1e6/float64(n), "cpu-µs/"+unit)
 		info, err := c.Info(ctx, "commandstats").Result()
 		if err != nil {
 			b.Fatal(err)
@@ -134,6 +139,24 @@ func benchCost(b *testing.B, c goredis.UniversalClient, unit string) func(units 
 		b.ReportMetric(usec/float64(n), "srv-µs/"+unit)
 		b.ReportMetric(calls/float64(n), "calls/"+unit)
 	}
+}
+
+// serverCPU returns the server's used_cpu_sys + used_cpu_user, in seconds.
+func serverCPU(b *testing.B, c goredis.UniversalClient) float64 {
+	b.Helper()
+	info, err := c.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(info, "\n") {
+		name, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (name == "used_cpu_sys" || name == "used_cpu_user") {
+			f, _ := strconv.ParseFloat(v, 64)
+			sum += f
+		}
+	}
+	return sum
 }
 
 // fill enqueues n tasks (outside the timer) with 64 goroutines.
