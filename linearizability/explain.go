@@ -125,7 +125,7 @@ func refusal(h *History, queue string, ops, order []int) *Refusal {
 		if op.Call > minReturn {
 			break
 		}
-		if op.Output.Indeterminate {
+		if op.Output.Indeterminate || op.Input.Tx != nil {
 			continue
 		}
 		accepted := false

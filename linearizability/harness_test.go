@@ -133,7 +133,9 @@ func TestRandomizedHistories(t *testing.T) {
 			if raceEnabled {
 				d = time.Second // a few histories: the driver is slow under -race
 			}
-			check(t, budget(t, name, 500, d), f)
+			cfg := budget(t, name, 500, d)
+			cfg.Tx = true // EnqueueTx and EnqueueBatchTx
+			check(t, cfg, f)
 		})
 	}
 	for _, mode := range []postgres.PopMode{postgres.PopUpdateReturning, postgres.PopSelectSkipLocked} {
@@ -148,7 +150,9 @@ func TestRandomizedHistories(t *testing.T) {
 					t.Error(err)
 				}
 			}()
-			check(t, budget(t, name, 500, 3*time.Second), f)
+			cfg := budget(t, name, 500, 3*time.Second)
+			cfg.Tx = true // EnqueueTx and AckTx
+			check(t, cfg, f)
 		})
 	}
 }
@@ -226,7 +230,7 @@ type shrunk struct {
 // not come back in its tries and rapid stops, reporting the test as flaky.
 // Failures that need a precise interleaving inside a round shrink less.
 func shrink(cfg linearizability.Config, seed uint64, tries int, limit time.Duration) shrunk {
-	gen := linearizability.Plans(linearizability.PlanOptions{Mode: cfg.TimeMode, MaxClients: cfg.Clients, Faults: cfg.Faults, ProducerTwins: cfg.ProducerTwins})
+	gen := linearizability.Plans(linearizability.PlanOptions{Mode: cfg.TimeMode, MaxClients: cfg.Clients, Faults: cfg.Faults, ProducerTwins: cfg.ProducerTwins, Tx: cfg.Tx})
 	restore := setFlags(map[string]string{
 		"rapid.seed":       strconv.FormatUint(seed, 10),
 		"rapid.checks":     "1",

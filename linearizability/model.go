@@ -36,6 +36,9 @@ type Input struct {
 	Before    time.Time           `json:"before,omitzero"`     // Prune
 	Batch     []model.EnqueueArgs `json:"batch,omitempty"`     // EnqueueBatch
 	Acks      []AckRef            `json:"acks,omitempty"`      // AckBatch (Lease and Limit: its pop)
+	// Tx, when set, makes the input an application's transaction: the
+	// store ops made inside it (Op is then the first one's) and its end.
+	Tx *TxInput `json:"tx,omitempty"`
 
 	// NowCandidates is set only on an indeterminate operation (its outcome is
 	// unknown, so is the clock reading it would have used): every reading the
@@ -86,6 +89,10 @@ type Output struct {
 	Next   string            `json:"next,omitempty"`
 	Items  []ItemOutput      `json:"items,omitempty"`  // EnqueueBatch, AckBatch
 	Paused *bool             `json:"paused,omitempty"` // Pause, Resume: the flag as the call left it
+	// Tx holds the answers to a transaction's ops, one per TxInput.Ops;
+	// RowFound whether the application's row was there once it ended.
+	Tx       []Output `json:"tx,omitempty"`
+	RowFound *bool    `json:"rowFound,omitempty"`
 
 	// Err is the kind of a definite error (see ErrorKind), "" for success.
 	Err string `json:"err,omitempty"`
@@ -279,6 +286,9 @@ func step(q model.Queue, in *Input, out *Output, capacity int) []any {
 	if q.Name() == "" { // the partition's first op names its queue
 		q = model.NewQueue(in.Queue, capacity)
 	}
+	if in.Tx != nil {
+		return stepTx(q, in, out)
+	}
 	if out.Indeterminate {
 		next := []any{q} // it never happened
 		for _, now := range in.NowCandidates {
@@ -414,6 +424,9 @@ func describeCall(in *Input, epoch time.Time) string {
 // describeOp shows a call and its answer, for example
 // "q0 Ack(t1 token=7) @+3ms → t1 succeeded v9".
 func describeOp(in *Input, out *Output, epoch time.Time) string {
+	if in.Tx != nil {
+		return describeTx(in, out, epoch)
+	}
 	call := describeCall(in, epoch)
 	if !out.Now.IsZero() {
 		call += " @" + at(out.Now, epoch)

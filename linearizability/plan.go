@@ -143,11 +143,18 @@ const (
 	// CancelTask: the inspector cancels Task (the store op Cancel), with
 	// the version it saw as Expect says.
 	CancelTask
+	// Tx: the client opens the application's own transaction on the
+	// store's database (a TxStore), acks in it the claim Pick chooses
+	// (Ack, a worker's, where the adapter has AckTx; the transaction is
+	// then on the claim's queue), enqueues N tasks in it as Enqueue
+	// would, writes an application row (Row), and commits or rolls back
+	// (Rollback). Drawn only with PlanOptions.Tx.
+	Tx
 )
 
 var kindNames = [...]string{"Enqueue", "Promote", "Pop", "Extend", "Ack", "Fail", "Retry",
 	"ClaimExpired", "Requeue", "Finalize", "RecoverExpired", "InspectRequeue", "Remove",
-	"Prune", "Get", "List", "Counts", "Pause", "AckPop", "PauseQueue", "ResumeQueue", "CancelTask"}
+	"Prune", "Get", "List", "Counts", "Pause", "AckPop", "PauseQueue", "ResumeQueue", "CancelTask", "Tx"}
 
 // String returns the kind's name.
 func (k Kind) String() string {
@@ -220,6 +227,13 @@ type Step struct {
 	Cursor bool          `json:"cursor,omitempty"` // List: after = Task
 	Prune  []model.State `json:"prune,omitempty"`  // Prune's states
 	More   bool          `json:"more,omitempty"`   // AckPop: also the claim before the picked one
+	// Ack, Row, Rollback and Immediate shape a Tx: ack a held claim in
+	// it, write an application row, roll back instead of committing, and
+	// (SQLite) begin it IMMEDIATE rather than deferred.
+	Ack       bool `json:"ack,omitempty"`
+	Row       bool `json:"row,omitempty"`
+	Rollback  bool `json:"rollback,omitempty"`
+	Immediate bool `json:"immediate,omitempty"`
 	Fault  Fault         `json:"fault,omitempty"`
 }
 
@@ -406,6 +420,25 @@ func (p *Plan) describeStep(s Step) string {
 		d = fmt.Sprintf("%s %v %s limit %d", q, s.Prune, ms(s.Delay), s.N)
 	case Pause:
 		d = ms(s.Delay)
+	case Tx:
+		var parts []string
+		if s.Ack {
+			parts = append(parts, "ack "+pick())
+		}
+		if s.N > 0 {
+			parts = append(parts, fmt.Sprintf("enqueue %d on %s from %s p%d a%d +%s", s.N, q, id, s.Priority, s.Attempts, ms(s.Delay)))
+		}
+		if s.Row {
+			parts = append(parts, "row")
+		}
+		end := "commit"
+		if s.Rollback {
+			end = "rollback"
+		}
+		if s.Immediate {
+			end += ", immediate"
+		}
+		d = strings.Join(append(parts, end), "; ")
 	case AckPop:
 		d = pick()
 		if s.More {
@@ -450,6 +483,10 @@ type PlanOptions struct {
 	// moments, which is how a store that sends concurrent Enqueue calls
 	// together is made to do it.
 	ProducerTwins int
+	// Tx draws Tx steps too (about one step in eight of producers and
+	// workers): for stores that are TxStores. Without it the plans are
+	// those drawn before Tx steps existed.
+	Tx bool
 }
 
 func (o PlanOptions) withDefaults() PlanOptions {
@@ -505,7 +542,7 @@ func Plans(o PlanOptions) *rapid.Generator[*Plan] {
 		p.Scribble = rapid.IntRange(0, 3).Draw(t, "scribble") > 0
 		// One plan in six enqueues hundreds of tasks in one step (drawBulk).
 		bulk := rapid.IntRange(0, 5).Draw(t, "bulk") == 5
-		g := stepGen{p: p, faults: new(int)}
+		g := stepGen{p: p, faults: new(int), tx: o.Tx}
 		if o.Faults && !(bulk && p.Mode == RealTime) {
 			g.faultOdds, g.maxFaults = 64, 2
 			if p.Mode == RealTime {
@@ -571,6 +608,7 @@ type stepGen struct {
 	faultOdds int  // one step in faultOdds gets a fault; 0: never
 	maxFaults int  // the most faults in a plan
 	faults    *int // faults drawn so far
+	tx        bool // draw Tx steps (PlanOptions.Tx)
 }
 
 // oneOf draws one of the kinds. rapid favours the ends of a range, the
@@ -593,6 +631,9 @@ func (g stepGen) draw(t *rapid.T, role Role) Step {
 		kind = oneOf(t, "kind", Get, InspectRequeue, Remove, List, PauseQueue, CancelTask, InspectRequeue, Counts, ResumeQueue, Prune, Get, CancelTask, Remove, ResumeQueue, Pause)
 	case Recoverer: // about RecoverExpired 65%, Promote 15%, Pause 20%
 		kind = oneOf(t, "kind", RecoverExpired, RecoverExpired, RecoverExpired, Promote, RecoverExpired, RecoverExpired, Promote, RecoverExpired, Pause, Pause)
+	}
+	if g.tx && (role == Producer || role == Worker) && rapid.IntRange(0, 7).Draw(t, "tx?") == 7 {
+		kind = Tx
 	}
 	s := Step{Kind: kind}
 	queue := func() { s.Queue = rapid.IntRange(0, len(g.p.Queues)-1).Draw(t, "queue") }
@@ -687,8 +728,25 @@ func (g stepGen) draw(t *rapid.T, role Role) Step {
 		limit()
 	case Pause:
 		s.Delay = msDur(rapid.IntRange(1, 3).Draw(t, "pause"))
+	case Tx:
+		queue()
+		task()
+		s.Priority = rapid.IntRange(-1, 1).Draw(t, "priority")
+		s.Attempts = rapid.IntRange(1, 3).Draw(t, "attempts")
+		runAfter()
+		s.N = rapid.IntRange(1, 2).Draw(t, "tx enqueues")
+		if role == Worker {
+			// A worker acks its task and enqueues what follows from it, or
+			// only acks.
+			s.Ack = true
+			pick()
+			s.N = rapid.IntRange(0, 1).Draw(t, "tx enqueues")
+		}
+		s.Row = rapid.IntRange(0, 2).Draw(t, "tx row") > 0
+		s.Rollback = rapid.IntRange(0, 2).Draw(t, "tx rollback") == 2
+		s.Immediate = rapid.IntRange(0, 1).Draw(t, "tx immediate") == 1
 	}
-	if g.faultOdds > 0 && s.Kind != Pause && *g.faults < g.maxFaults {
+	if g.faultOdds > 0 && s.Kind != Pause && s.Kind != Tx && *g.faults < g.maxFaults {
 		// rapid favours the ends of a range: pick two values from the middle.
 		switch rapid.IntRange(0, g.faultOdds-1).Draw(t, "fault") {
 		case g.faultOdds / 2:

@@ -42,6 +42,9 @@ type Config struct {
 	// ProducerTwins adds twins of each plan's producer (see
 	// PlanOptions.ProducerTwins).
 	ProducerTwins int
+	// Tx draws Tx steps (see PlanOptions.Tx): set it for a Factory whose
+	// stores are TxStores.
+	Tx bool
 	// CheckTimeout bounds the check of one history (default 10s). A check
 	// that runs out of time is Unknown, and Unknown counts as a violation.
 	CheckTimeout time.Duration
@@ -87,7 +90,9 @@ type Report struct {
 	MaxRun        time.Duration // the slowest run of one plan
 	// Outcomes counts the operations by op and outcome ("Ack ok", "Ack
 	// stale_claim", "Pop empty", "Requeue ?" for an indeterminate one): what
-	// the histories exercised.
+	// the histories exercised. A transaction counts as "Tx commit" (or
+	// "Tx rollback", "Tx ?"), and each op in it once more under that name
+	// ("Tx rollback: Enqueue ok").
 	Outcomes map[string]int
 	// Guards counts the guards that fired over all histories.
 	Guards   Guards
@@ -163,7 +168,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	gen := Plans(PlanOptions{Mode: cfg.TimeMode, MaxClients: cfg.Clients, Faults: cfg.Faults, ProducerTwins: cfg.ProducerTwins})
+	gen := Plans(PlanOptions{Mode: cfg.TimeMode, MaxClients: cfg.Clients, Faults: cfg.Faults, ProducerTwins: cfg.ProducerTwins, Tx: cfg.Tx})
 	start := time.Now()
 
 	// Workers take the next history index until the budget is spent or
@@ -248,6 +253,11 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		rep.Guards.Add(CountGuards(h))
 		for _, op := range h.Operations {
 			rep.Outcomes[outcome(op)]++
+			if tx := op.Input.Tx; tx != nil {
+				for i := range min(len(tx.Ops), len(op.Output.Tx)) {
+					rep.Outcomes["Tx "+txEnd(&op.Input, &op.Output)+": "+outcome(Operation{Input: tx.Ops[i], Output: op.Output.Tx[i]})]++
+				}
+			}
 		}
 		if !v.OK() {
 			rep.Violations++
@@ -299,6 +309,9 @@ func DefaultParallel() int { return max(4, 2*runtime.GOMAXPROCS(0)) }
 func outcome(op Operation) string {
 	o := &op.Output
 	res := "ok"
+	if op.Input.Tx != nil {
+		return txOutcome(op)
+	}
 	switch {
 	case o.Indeterminate:
 		res = "?"

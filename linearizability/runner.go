@@ -104,9 +104,10 @@ func Execute(ctx context.Context, p *Plan, f Factory) (*History, error) {
 			recorded = &batchFaultStore{fs}
 		}
 		name := fmt.Sprintf("%s %d", cp.Role, i)
+		client := rec.Client(name, recorded)
 		actors[i] = &actor{
 			name: name, index: i, plan: p, clock: clock, fake: fake, rec: rec, batch: batch,
-			faults: fs, store: newScribbler(rec.Client(name, recorded), p.Scribble), seen: map[taskKey]uint64{},
+			faults: fs, client: client, store: newScribbler(client, p.Scribble), seen: map[taskKey]uint64{},
 		}
 	}
 
@@ -178,11 +179,13 @@ type actor struct {
 	fake   *core.FakeClock
 	rec    *Recorder
 	faults *faultStore
+	client *Client // the recording store under store
 	store  core.Store
 	batch  bool // the backend's store is a core.BatchStore (so is store then)
 
 	index     int               // the client's index in the plan
 	enqueued  int               // Enqueue steps done
+	txs       int               // application rows written
 	claims    []model.Claim     // worker claims from Pop not yet decided, oldest first
 	oldClaims []model.Claim     // decided ones
 	reaps     []model.ReapClaim // broker claims from ClaimExpired not yet decided
@@ -293,17 +296,7 @@ func (a *actor) do(ctx context.Context, s Step) {
 			a.fill(ctx, s)
 			return
 		}
-		var runAfter time.Time
-		if s.Delay > 0 {
-			runAfter = a.at(s.Delay)
-		}
-		// Each producer walks the ID pool from its own place, so most
-		// enqueues add a task and some meet an ID in use (or removed).
-		id = a.plan.Tasks[(a.index+a.enqueued+s.Task)%len(a.plan.Tasks)]
-		a.enqueued++
-		r, err := st.Enqueue(ctx, core.EnqueueParams{Queue: q, EnqueueArgs: model.EnqueueArgs{
-			ID: id, Payload: []byte(a.name), Priority: s.Priority, RunAfter: runAfter, MaxAttempts: s.Attempts, Timeout: s.Timeout,
-		}})
+		r, err := st.Enqueue(ctx, core.EnqueueParams{Queue: q, EnqueueArgs: a.enqueueArgs(s)})
 		if err == nil {
 			a.see(r.Task)
 		}
@@ -398,6 +391,8 @@ func (a *actor) do(ctx context.Context, s Step) {
 		_, _ = st.Counts(ctx, core.CountsParams{Queue: q})
 	case Prune:
 		_, _ = st.Prune(ctx, core.PruneParams{Queue: q, States: s.Prune, Before: a.at(s.Delay), Limit: s.N})
+	case Tx:
+		a.tx(ctx, s)
 	case PauseQueue:
 		_, _ = st.Pause(ctx, core.PauseParams{Queue: q})
 	case ResumeQueue:

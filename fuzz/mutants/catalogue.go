@@ -29,6 +29,9 @@ const (
 	// race, a check outside the statement, a draw outside the
 	// transaction, the client's clock).
 	PostgreSQL = "a PostgreSQL pitfall"
+	// Transaction: an op of the transactional API (EnqueueTx, AckTx) made
+	// beside the application's transaction instead of inside it.
+	Transaction = "a transactional API"
 )
 
 // Core is the target of the mutants that patch package core (Worker,
@@ -69,6 +72,8 @@ var Catalogue = []Mutant{
 	{"sequence-drawn-outside-tx", "a worker's decision draws its version from the queue's sequence in a statement of its own, outside the transaction that uses it, so a refused decision leaves a gap and concurrent ones stamp out of order", PostgreSQL, []string{"postgres"}},
 	{"expiry-on-client-clock", "ClaimExpired judges expiry by the client's clock (time.Now in Go) instead of the store's", PostgreSQL, []string{"postgres"}},
 	{"pop-ignores-pause", "Pop claims the Ready tasks of a paused queue: Pause sets the flag, but the claim does not read it", Guard, []string{"memory", "sqlite"}},
+	{"enqueue-tx-outside-callers-tx", "EnqueueTx and EnqueueBatchTx write the tasks on the store's own connection, committed at once, not in the caller's transaction, so a rollback leaves them", Transaction, []string{"sqlite"}},
+	{"ack-tx-outside-callers-tx", "AckTx checks and acks the claim in a transaction of the store's own, committed at once, not in the caller's, so a rollback leaves the task acked", Transaction, []string{"postgres"}},
 	{"cancel-leaves-claim-valid", "Cancel appends the cancellation but leaves a Running task Running under its claim, so the worker's heartbeat and Ack still succeed", Guard, []string{"memory"}},
 	{"broker-stale-falls-back-to-requeue", "a broker whose decision is refused as stale requeues the task as an operator would, unconditionally, so it is not stuck (the seed's bug one layer up)", RedisSeed, []string{Core}},
 	{"reaper-stops-after-first-batch", "a broker's pass claims and decides one batch of expired tasks and leaves the rest to a later pass", Runtime, []string{Core}},

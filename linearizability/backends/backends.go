@@ -197,7 +197,9 @@ func deletePrefix(c *goredis.Client, prefix string) error {
 // (created if needed), removed when the history ends; each of its clients
 // opens its own Store on that file (its own connections, as another process
 // would), after the first has created the schema. The stores are
-// SQLiteStores, which the runtime mode can make meet a busy database.
+// SQLiteStores, which the runtime mode can make meet a busy database and
+// whose transactions (linearizability.TxStore) are an application's on
+// connections of its own, writing a table of its own in the same file.
 func SQLite(dir string, mode sqlite.PopMode) (linearizability.Factory, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("backends: sqlite folder: %w", err)
@@ -211,31 +213,43 @@ func SQLite(dir string, mode sqlite.PopMode) (linearizability.Factory, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := createSQLiteApp(path); err != nil {
+			return nil, errors.Join(err, first.Close())
+		}
 		var mu sync.Mutex
 		var stores []*sqlite.Store
+		var apps []*sqliteApp
 		var holders sync.WaitGroup
+		client := func(s *sqlite.Store) *SQLiteStore {
+			app := &sqliteApp{path: path}
+			apps = append(apps, app)
+			return &SQLiteStore{Store: s, path: path, holders: &holders, app: app}
+		}
 		return &linearizability.Backend{
 			Client: func() (core.Store, error) {
 				mu.Lock()
 				defer mu.Unlock()
 				if len(stores) == 0 {
 					stores = append(stores, first)
-					return &SQLiteStore{Store: first, path: path, holders: &holders}, nil
+					return client(first), nil
 				}
 				s, err := sqlite.Open(path, opts...)
 				if err != nil {
 					return nil, err
 				}
 				stores = append(stores, s)
-				return &SQLiteStore{Store: s, path: path, holders: &holders}, nil
+				return client(s), nil
 			},
 			Close: func() error {
 				mu.Lock()
 				defer mu.Unlock()
 				holders.Wait()
 				var err error
+				for _, a := range apps {
+					err = errors.Join(err, a.close())
+				}
 				if len(stores) == 0 {
-					err = first.Close()
+					err = errors.Join(err, first.Close())
 				}
 				for _, s := range stores {
 					err = errors.Join(err, s.Close())

@@ -108,6 +108,16 @@ type SQLiteStore struct {
 	*sqlite.Store
 	path    string
 	holders *sync.WaitGroup // connections holding the lock; waited for before the files go
+	app     *sqliteApp      // the application's connections, for its transactions
+}
+
+// Close closes the application's connections and the store.
+func (s *SQLiteStore) Close() error {
+	var err error
+	if s.app != nil {
+		err = s.app.close()
+	}
+	return errors.Join(err, s.Store.Close())
 }
 
 // InjectFault makes the database busy for d (CallBusy and CallStall); the

@@ -61,7 +61,7 @@ func Postgres(url string, mode postgres.PopMode) (linearizability.Factory, func(
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		q := pgx.Identifier{schema}.Sanitize()
-		if _, err := pool.Exec(ctx, "DELETE FROM "+q+".tasks; DELETE FROM "+q+".queues"); err != nil {
+		if _, err := pool.Exec(ctx, "DELETE FROM "+q+".tasks; DELETE FROM "+q+".queues; DELETE FROM "+q+"."+appTable); err != nil {
 			return fmt.Errorf("backends: empty schema %s: %w", schema, err)
 		}
 		mu.Lock()
@@ -94,6 +94,10 @@ func Postgres(url string, mode postgres.PopMode) (linearizability.Factory, func(
 		if err != nil {
 			return nil, err
 		}
+		table := pgx.Identifier{schema, appTable}.Sanitize()
+		if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+table+` (key text PRIMARY KEY)`); err != nil {
+			return nil, errors.Join(fmt.Errorf("backends: application table: %w", err), first.Close())
+		}
 		var hmu sync.Mutex
 		stores := []*postgres.Store{first}
 		clients := 0
@@ -103,7 +107,7 @@ func Postgres(url string, mode postgres.PopMode) (linearizability.Factory, func(
 				defer hmu.Unlock()
 				clients++
 				if clients <= 2*len(stores) {
-					return sharedStore{stores[len(stores)-1]}, nil
+					return sharedStore{Store: stores[len(stores)-1], pool: pool, table: table}, nil
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
@@ -112,7 +116,7 @@ func Postgres(url string, mode postgres.PopMode) (linearizability.Factory, func(
 					return nil, err
 				}
 				stores = append(stores, s)
-				return sharedStore{s}, nil
+				return sharedStore{Store: s, pool: pool, table: table}, nil
 			},
 			Close: func() error {
 				hmu.Lock()
@@ -127,9 +131,3 @@ func Postgres(url string, mode postgres.PopMode) (linearizability.Factory, func(
 	}
 	return factory, cleanup, nil
 }
-
-// sharedStore is a Store two clients use: the backend closes it, after both.
-type sharedStore struct{ *postgres.Store }
-
-// Close leaves the store open for the client that shares it.
-func (sharedStore) Close() error { return nil }
