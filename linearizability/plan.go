@@ -230,11 +230,11 @@ type Step struct {
 	// Ack, Row, Rollback and Immediate shape a Tx: ack a held claim in
 	// it, write an application row, roll back instead of committing, and
 	// (SQLite) begin it IMMEDIATE rather than deferred.
-	Ack       bool `json:"ack,omitempty"`
-	Row       bool `json:"row,omitempty"`
-	Rollback  bool `json:"rollback,omitempty"`
-	Immediate bool `json:"immediate,omitempty"`
-	Fault  Fault         `json:"fault,omitempty"`
+	Ack       bool  `json:"ack,omitempty"`
+	Row       bool  `json:"row,omitempty"`
+	Rollback  bool  `json:"rollback,omitempty"`
+	Immediate bool  `json:"immediate,omitempty"`
+	Fault     Fault `json:"fault,omitempty"`
 }
 
 // ClientPlan is what one client does, round by round.

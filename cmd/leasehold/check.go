@@ -117,6 +117,7 @@ func parseCheckFlags(args []string, stderr io.Writer) (*checkFlags, error) {
 type adapter struct {
 	name    string
 	factory linearizability.Factory
+	tx      bool // its stores are linearizability.TxStores
 }
 
 func check(args []string, stdout, stderr io.Writer) int {
@@ -138,7 +139,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 	}
 	var adapters []adapter
 	if f.memory || f.redis == "" && f.sqlite == "" && f.postgres == "" {
-		adapters = append(adapters, adapter{"memory", backends.Memory()})
+		adapters = append(adapters, adapter{"memory", backends.Memory(), false})
 	}
 	if f.redis != "" {
 		redisFactory, name := backends.Redis, "redis"
@@ -150,7 +151,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "leasehold check: %v\n", err)
 			return 2
 		}
-		adapters = append(adapters, adapter{name, rf})
+		adapters = append(adapters, adapter{name, rf, false})
 	}
 	if f.sqlite != "" {
 		for _, mode := range []sqlite.PopMode{sqlite.PopReturning, sqlite.PopSelectUpdate} {
@@ -159,7 +160,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "leasehold check: %v\n", err)
 				return 2
 			}
-			adapters = append(adapters, adapter{"sqlite-" + mode.String(), sf})
+			adapters = append(adapters, adapter{"sqlite-" + mode.String(), sf, true})
 		}
 	}
 	if f.postgres != "" {
@@ -174,7 +175,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 					fmt.Fprintf(stderr, "leasehold check: %v\n", err)
 				}
 			}()
-			adapters = append(adapters, adapter{"postgres-" + mode.String(), pf})
+			adapters = append(adapters, adapter{"postgres-" + mode.String(), pf, true})
 		}
 	}
 
@@ -202,7 +203,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 		cfg := linearizability.Config{
 			Name: a.name, Factory: a.factory, Histories: f.histories, Duration: f.duration,
 			Seed: f.seed, TimeMode: mode, Clients: f.clients, Faults: f.faults, Parallel: f.parallel,
-			CheckTimeout: f.checkTimeout, OutDir: f.out,
+			CheckTimeout: f.checkTimeout, OutDir: f.out, Tx: a.tx,
 			ExampleHTML: filepath.Join(f.out, "example-"+a.name+".html"),
 			Progress:    show.update,
 			Logf:        func(format string, args ...any) { show.println(fmt.Sprintf(format, args...)) },

@@ -26,7 +26,7 @@ const appTable = "leasehold_check_app_rows"
 type sqliteApp struct {
 	path string
 
-	mu                   sync.Mutex
+	mu                  sync.Mutex
 	immediate, deferred *sql.DB
 }
 

@@ -12,6 +12,7 @@ package browser
 
 import (
 	"context"
+	"errors"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -276,3 +277,125 @@ func TestTheInspectorRefusesARequeueOfATaskThatChanged(t *testing.T) {
 }
 
 func itoa(v uint64) string { return strconv.FormatUint(v, 10) }
+
+// The inspector's operator buttons do what they say: Pause on the queue's
+// page stops claims (Counts shows the queue paused, a Pop gets nothing)
+// until Resume; Cancel on a task's page ends a Ready task and a Running
+// one, each then shown failed with the cancellation, and the Running one's
+// worker is refused.
+func TestTheInspectorPausesResumesAndCancels(t *testing.T) {
+	bg := context.Background()
+	store := memory.New()
+	defer store.Close()
+	for _, id := range []string{"mail-1", "mail-2", "mail-3"} {
+		if _, err := store.Enqueue(bg, core.EnqueueParams{Queue: "mail", EnqueueArgs: model.EnqueueArgs{ID: id, Payload: []byte(`{"to":"ada"}`), MaxAttempts: 3}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv, err := webui.New(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+
+	ctx := browser(t)
+	text := func(id chromedp.ID) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Text(id))
+		if err != nil {
+			t.Fatalf("#%s: %v", id, err)
+		}
+		return strings.TrimSpace(s)
+	}
+	click := func(id chromedp.ID) {
+		t.Helper()
+		if _, err := chromedp.Run(ctx, chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(id))); err != nil {
+			t.Fatalf("click #%s: %v", id, err)
+		}
+	}
+	open := func(path string, id chromedp.ID) {
+		t.Helper()
+		if err := chromedp.Do(ctx, chromedp.Navigate(ts.URL+path), chromedp.WaitVisible(id)); err != nil {
+			t.Fatalf("open %s: %v", path, err)
+		}
+	}
+	pop := func() []model.Task {
+		t.Helper()
+		r, err := store.Pop(bg, core.PopParams{Queue: "mail", Lease: time.Minute, N: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Tasks
+	}
+	counts := func() core.Counts {
+		t.Helper()
+		c, err := store.Counts(bg, core.CountsParams{Queue: "mail"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+
+	// Pause from the queue's page.
+	open("/queues/mail", "pause")
+	click("pause")
+	if n := text("notice"); !strings.HasPrefix(n, "Paused") {
+		t.Errorf("after Pause the page says %q", n)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.WaitVisible(chromedp.ID("resume"))); err != nil {
+		t.Fatalf("no Resume button on the paused queue's page: %v", err)
+	}
+	if c := counts(); !c.Paused || c.Ready != 3 {
+		t.Errorf("after Pause, Counts = %+v, want paused with 3 ready", c)
+	}
+	if got := pop(); len(got) != 0 {
+		t.Fatalf("a Pop of the paused queue claimed %v", got[0].ID)
+	}
+	open("/", "queues")
+	if n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#queues span.paused").length`)); err != nil || n != 1 {
+		t.Errorf("the queues page marks %d queues paused (%v), want 1", n, err)
+	}
+
+	// Resume, and a worker claims again.
+	open("/queues/mail", "resume")
+	click("resume")
+	if n := text("notice"); !strings.HasPrefix(n, "Resumed") {
+		t.Errorf("after Resume the page says %q", n)
+	}
+	if c := counts(); c.Paused {
+		t.Errorf("after Resume, Counts = %+v", c)
+	}
+	claimed := pop()
+	if len(claimed) != 1 {
+		t.Fatalf("a Pop after Resume claimed %d tasks", len(claimed))
+	}
+	running := claimed[0]
+
+	// Cancel a Ready task and the Running one from their pages.
+	ready := "mail-3"
+	if running.ID == ready {
+		ready = "mail-2"
+	}
+	for _, id := range []string{ready, running.ID} {
+		open("/queues/mail/tasks/"+id, "cancel")
+		click("cancel")
+		if n := text("notice"); !strings.HasPrefix(n, "Cancelled") {
+			t.Errorf("after cancelling %s the page says %q", id, n)
+		}
+		if s := text("state"); s != "failed" {
+			t.Errorf("the page shows cancelled %s %s, want failed", id, s)
+		}
+		if e := text("errors"); !strings.Contains(e, "cancelled") {
+			t.Errorf("the errors of cancelled %s read %q", id, e)
+		}
+		task, err := store.Get(bg, core.GetParams{Queue: "mail", ID: id})
+		if err != nil || task.State != model.Failed {
+			t.Errorf("cancelled %s is %v (%v)", id, task.State, err)
+		}
+	}
+	_, err = store.Ack(bg, core.AckParams{Claim: running.Claim(), Result: []byte("sent")})
+	if !errors.Is(err, core.ErrCancelled) {
+		t.Errorf("the worker's Ack of the cancelled task: %v, want ErrCancelled", err)
+	}
+}
