@@ -149,11 +149,13 @@ func (a *actor) tx(ctx context.Context, s Step) {
 			return
 		}
 	}
-	begin := a.rec.tick()
 	tx, err := ts.BeginTx(ctx, s.Immediate)
 	if err != nil {
 		return // nothing was done
 	}
+	// The transaction's ops can take effect no earlier than the first is
+	// called: the operation starts there.
+	begin := a.rec.tick()
 	in := Input{Queue: q, Tx: &TxInput{}}
 	var out Output
 	broken := false // an op failed in transport: the transaction rolls back
