@@ -368,3 +368,39 @@ func BenchmarkPopAckBatch(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAckPop is a concurrency-1 worker's cycle: one AckBatch that
+// acknowledges the task claimed before and claims the next (one call a
+// task, as core.Worker makes it).
+func BenchmarkAckPop(b *testing.B) {
+	s := benchStore(b)
+	fill(b, s, "bench", b.N+1)
+	ctx := context.Background()
+	r, err := s.Pop(ctx, core.PopParams{Queue: "bench", Lease: time.Minute, N: 1})
+	if err != nil || len(r.Tasks) != 1 {
+		b.Fatalf("pop: %d tasks, %v", len(r.Tasks), err)
+	}
+	held := r.Tasks[0]
+	cost := benchCost(b, s.Client(), "task")
+	b.ResetTimer()
+	start := time.Now()
+	for i := range b.N {
+		res, err := s.AckBatch(ctx, core.AckBatchParams{Queue: "bench",
+			Acks: []core.AckItem{{Claim: held.Claim(), Result: []byte("ok")}},
+			Pop:  core.AckPop{Lease: time.Minute, N: 1}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(res.Items) != 1 || res.Items[0].Err != nil {
+			b.Fatalf("ack: %+v", res.Items)
+		}
+		if i < b.N-1 {
+			if len(res.Claimed) != 1 {
+				b.Fatalf("popped %d tasks", len(res.Claimed))
+			}
+			held = res.Claimed[0]
+		}
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "tasks/s")
+	cost(b.N)
+}

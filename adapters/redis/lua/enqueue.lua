@@ -31,7 +31,12 @@ return run(function()
   local seq = load_seq()
   replay(id)
   -- A key that holds anything, a damaged record included, takes the ID.
-  if redis.call('EXISTS', KEYS[12]) == 1 then refuse(EXISTS) end
+  -- The write of the task checks that itself (see create); an EXISTS
+  -- checks it first only when a refusal that comes after it may follow
+  -- (a full queue, the sequence's end).
+  if capacity > 0 or seq + 1 >= VERSION_LIMIT then
+    if redis.call('EXISTS', KEYS[12]) == 1 then refuse(EXISTS) end
+  end
   if capacity > 0 then
     local pending = 0
     for _, i in ipairs({6, 7, 8}) do pending = pending + rcall(KEYS[i], 'ZCARD', KEYS[i]) end
@@ -43,7 +48,7 @@ return run(function()
     enqueued_at = now, errors = '', result = '', timeout = ARGV[8]}
   queue_at(t, now, run_after)
 
-  move(t)
+  create(t)
   redis.call('SET', KEYS[1], fmt(t.version))
   return answer(now, t)
 end)

@@ -44,7 +44,9 @@
 -- refuses with a code; a refusal therefore never follows a write (the first
 -- write, a ZADD, checks its own key's type: failing, it wrote nothing; the
 -- second, a ZADD too, takes the first one's entry out again when it fails;
--- see move). Lua errors do not roll back, so this order is what makes a
+-- see move; Enqueue's first write, a SET NX of the new task's key, checks
+-- that the ID is free, and the ZADDs after it take it back when they
+-- fail, see create). Lua errors do not roll back, so this order is what makes a
 -- refused call change nothing.
 
 local OK, INVALID, STALE, NOT_FOUND, TRANSITION, EXISTS, VERSION_CONFLICT,
@@ -83,8 +85,12 @@ local IDS = {scheduled = 6, ready = 7, running = 8, succeeded = 9, failed = 10}
 -- (go-redis: MaxRetries times the read timeout and a backoff, about 11 s at
 -- its defaults), well inside the TTL.
 local MEMO_TTL = '30'
--- CALL is the running call: its request ID and the now its clock read.
-local CALL = {req = '', now = 0}
+-- CALL is the running call: its request ID, the now its clock read, and
+-- zsets: the keys this call has already found to hold a zset or nothing
+-- (a Z command on them succeeded, or TYPE said so), which a write to them
+-- need not check again (see writable). A key's type cannot change within
+-- a call but for its own writes, and the scripts write only zsets there.
+local CALL = {req = '', now = 0, zsets = {}}
 
 local function refuse(code, ...)
   error({leasehold = {code, ...}}, 0)
@@ -93,6 +99,7 @@ end
 local function run(main)
   CALL.req = ARGV[#ARGV] or ''
   CALL.now = 0
+  CALL.zsets = {}
   local ok, res = pcall(main)
   if ok then return res end
   if type(res) == 'table' and res.leasehold then return res.leasehold end
@@ -111,19 +118,28 @@ local function int(s)
   return n
 end
 
--- rcall runs redis.pcall, refusing with CORRUPT on an error reply (WRONGTYPE).
-local function rcall(key, ...)
-  local r = redis.pcall(...)
+-- rcall runs redis.pcall, refusing with CORRUPT on an error reply
+-- (WRONGTYPE). A sorted-set command (Z...) that succeeds on key shows it a
+-- zset or nothing (CALL.zsets).
+local function rcall(key, cmd, ...)
+  local r = redis.pcall(cmd, ...)
   if type(r) == 'table' and r.err then refuse(CORRUPT, key, r.err) end
+  if string.byte(cmd) == 90 then CALL.zsets[key] = true end
   return r
+end
+
+-- zset_ok refuses unless key holds a zset or nothing: a TYPE read unless
+-- the call already knows (CALL.zsets).
+local function zset_ok(key)
+  if CALL.zsets[key] then return end
+  local ty = redis.call('TYPE', key).ok
+  if ty ~= 'zset' and ty ~= 'none' then refuse(CORRUPT, key, 'holds a ' .. ty .. ', not a zset') end
+  CALL.zsets[key] = true
 end
 
 -- writable refuses unless each KEYS index names a zset or nothing.
 local function writable(...)
-  for _, i in ipairs({...}) do
-    local ty = redis.call('TYPE', KEYS[i]).ok
-    if ty ~= 'zset' and ty ~= 'none' then refuse(CORRUPT, KEYS[i], 'holds a ' .. ty .. ', not a zset') end
-  end
+  for _, i in ipairs({...}) do zset_ok(KEYS[i]) end
 end
 
 -- clock returns now in µs: ARGV's injected time, or the server's TIME.
@@ -268,13 +284,21 @@ end
 
 -- bulk runs cmd on key (nil: none) with the arguments of list, in as few
 -- calls as the Lua stack allows, each carrying whole groups of stride.
-local function bulk(cmd, key, list, stride)
+-- first: the first call is the call's first write and checks key itself:
+-- an error reply (a key of another type) refuses with CORRUPT, nothing
+-- written.
+local function bulk(cmd, key, list, stride, first)
   local per = 1000 * stride
   for i = 1, #list, per do
     local args = {cmd}
     if key then args[2] = key end
     for j = i, math.min(i + per - 1, #list) do args[#args + 1] = list[j] end
-    redis.call(unpack(args))
+    if first and i == 1 then
+      local r = redis.pcall(unpack(args))
+      if type(r) == 'table' and r.err then refuse(CORRUPT, key, r.err) end
+    else
+      redis.call(unpack(args))
+    end
   end
 end
 
@@ -357,6 +381,8 @@ local function scores(k, ids)
       if string.find(r.err, 'WRONGTYPE', 1, true) then refuse(CORRUPT, key, r.err) end
       r = {}
       for x = i, j do r[#r + 1] = rcall(key, 'ZSCORE', key, ids[x]) end
+    else
+      CALL.zsets[key] = true
     end
     for x = 1, #r do out[i + x - 1] = r[x] end
   end
@@ -531,9 +557,7 @@ end
 -- records aside or deletes damaged ones.
 local function writable_all()
   writable(2, 3, 4, 5, 6, 7, 8, 9, 10)
-  local q = qkey()
-  local ty = redis.call('TYPE', q).ok
-  if ty ~= 'zset' and ty ~= 'none' then refuse(CORRUPT, q, 'holds a ' .. ty .. ', not a zset') end
+  zset_ok(qkey())
 end
 
 -- drop removes id from every index, the quarantine index included.
@@ -656,10 +680,37 @@ local function move(t)
   save(t)
 end
 
+-- create writes a new task as the call's first writes: SET NX of its key
+-- first, which writes nothing when the key holds anything, a damaged
+-- record included (the ID is taken: EXISTS), then into the indexes of its
+-- state, each ZADD checking its own key; when one fails, the writes before
+-- it are taken back before the refusal (the script is atomic: no one sees
+-- them), so the call still changes nothing. This spares the EXISTS and
+-- TYPE reads of those keys.
+local function create(t)
+  pack(t)
+  if not redis.call('SET', t.key, t.packed, 'NX') then refuse(EXISTS) end
+  local o, i = ORDER[t.state], IDS[t.state]
+  local added = redis.pcall('ZADD', KEYS[i], '0', t.id)
+  if type(added) == 'table' and added.err then
+    redis.call('DEL', t.key)
+    refuse(CORRUPT, KEYS[i], added.err)
+  end
+  local r = redis.pcall('ZADD', KEYS[o], fmt(score(t)), t.id)
+  if type(r) == 'table' and r.err then
+    if added == 1 then redis.call('ZREM', KEYS[i], t.id) end
+    redis.call('DEL', t.key)
+    refuse(CORRUPT, KEYS[o], r.err)
+  end
+end
+
 -- store_all writes many changed tasks at once, as the call's first writes:
 -- each out of the indexes of the state it was in (t.was, nil for a new
 -- task) and into those of its state, then saved, with one ZREM or ZADD per
--- index and one MSET. Every index it adds to is checked with TYPE first.
+-- index and one MSET. Every index it adds to is checked first: by the
+-- reads of the call's checks (CALL.zsets), with TYPE, or, for one of them,
+-- by its own ZADD, sent before every other write, which fails with nothing
+-- written when the key is of another type.
 local function store_all(ts)
   if #ts == 0 then return end
   if #ts == 1 then return move(ts[1]) end
@@ -691,7 +742,17 @@ local function store_all(ts)
     mset[#mset + 1] = t.key
     mset[#mset + 1] = t.packed
   end
-  for k in pairs(adds) do writable(k) end
+  local unchecked
+  for k in pairs(adds) do
+    if not CALL.zsets[KEYS[k]] then
+      if unchecked then writable(unchecked) end
+      unchecked = k
+    end
+  end
+  if unchecked then
+    bulk('ZADD', KEYS[unchecked], adds[unchecked], 2, true)
+    adds[unchecked] = nil
+  end
   for k, l in pairs(rems) do bulk('ZREM', KEYS[k], l, 1) end
   for k, l in pairs(adds) do bulk('ZADD', KEYS[k], l, 2) end
   bulk('MSET', nil, mset, 2)
