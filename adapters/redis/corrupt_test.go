@@ -89,6 +89,18 @@ func (f *fixture) ops() map[string]func() error {
 			_, err := s.Enqueue(ctx, core.EnqueueParams{Queue: q, EnqueueArgs: model.EnqueueArgs{ID: "new", MaxAttempts: 1}})
 			return err
 		},
+		// Two new tasks: one write of both to each index (store_all).
+		"EnqueueBatch": func() error {
+			_, err := s.EnqueueBatch(ctx, core.EnqueueBatchParams{Queue: q, Tasks: []model.EnqueueArgs{
+				{ID: "new", MaxAttempts: 1}, {ID: "new2", MaxAttempts: 1}}})
+			return err
+		},
+		// A worker's ack of run and its pop of rdy: two tasks written at once.
+		"AckPop": func() error {
+			_, err := s.AckBatch(ctx, core.AckBatchParams{Queue: q, Acks: []core.AckItem{{Claim: f.claim}},
+				Pop: core.AckPop{Lease: time.Second, N: 10}})
+			return err
+		},
 		"Promote": func() error { _, err := s.Promote(ctx, core.PromoteParams{Queue: q}); return err },
 		"Pop":     func() error { _, err := s.Pop(ctx, core.PopParams{Queue: q, Lease: time.Second, N: 10}); return err },
 		"Extend": func() error {
@@ -460,16 +472,22 @@ func TestGarbageInAQueueWideRecordIsCorrupt(t *testing.T) {
 			[]string{"Fail", "Finalize", "RecoverExpired", "Counts", "Listfailed", "Get"}},
 		// The index writes of a move check their own keys: the ID index's
 		// ZADD fails first with nothing written; the order index's fails
-		// second, and the entry the first added is taken out again.
+		// second, and the entry the first added is taken out again (an
+		// Enqueue's task, written first, is deleted again too). A write of
+		// several tasks checks with TYPE the indexes no read of the call
+		// reached but one, whose ZADD goes first and checks itself: each
+		// damaged alone takes either path.
 		{"ReadyIDIndexIsAString", func(f *fixture) { f.redis("DEL", f.keys["ids:ready"]); f.redis("SET", f.keys["ids:ready"], "x") }, "run",
-			[]string{"Enqueue", "Requeue", "InspectRequeue"}},
+			[]string{"Enqueue", "EnqueueBatch", "Requeue", "InspectRequeue"}},
+		{"ReadyIndexIsAHash", func(f *fixture) { f.redis("DEL", f.keys["ready"]); f.redis("HSET", f.keys["ready"], "a", "1") }, "run",
+			[]string{"Enqueue", "EnqueueBatch"}},
 		{"SucceededIDIndexIsAList", func(f *fixture) {
 			f.redis("DEL", f.keys["ids:succeeded"])
 			f.redis("RPUSH", f.keys["ids:succeeded"], "x")
 		}, "run",
-			[]string{"Ack"}},
+			[]string{"Ack", "AckPop"}},
 		{"FinishedIndexIsAString", func(f *fixture) { f.redis("DEL", f.keys["finished"]); f.redis("SET", f.keys["finished"], "x") }, "run",
-			[]string{"Ack", "Fail"}},
+			[]string{"Ack", "Fail", "AckPop"}},
 		{"QuarantineIndexIsAString", func(f *fixture) {
 			f.redis("SET", f.keys["ids:quarantined"], "x")
 			f.redis("SET", f.s.TaskKey(f.q, "rdy"), "garbage")
