@@ -36,6 +36,25 @@
 //     test TestRandomizedHistories are built on it; package backends makes
 //     the factories of the adapters.
 //
+// # The application's transactions
+//
+// With PlanOptions.Tx (the SQLite and PostgreSQL backends, whose stores are
+// TxStores), producers and workers now and then open a transaction of the
+// application's own on the store's database and run the adapter's
+// transactional ops in it: a worker's AckTx of a claim it holds
+// (PostgreSQL), then EnqueueTx or EnqueueBatchTx (SQLite), then a row of
+// the application's own table; then a commit or a rollback. The history
+// records the transaction as one operation (Input.Tx) from its first op to
+// the end of its commit or rollback. A committed one is its ops taking
+// effect one after another at one instant in that span, each answer judged
+// as the model gives it; a rolled-back one takes no effect, though its
+// answers must still be the model's from the queue it saw. A task a
+// rolled-back transaction leaves, or a version it used up, then shows as
+// an answer of a later op that the model cannot give. The application's
+// row must be there once the transaction ended if and only if it
+// committed. An op of the transaction that fails in transport makes the
+// client roll back; a commit whose answer is lost is indeterminate.
+//
 // # Time
 //
 // In FakeTime a core.FakeClock starts at FakeEpoch and moves only between

@@ -743,8 +743,8 @@ func (g stepGen) draw(t *rapid.T, role Role) Step {
 			s.N = rapid.IntRange(0, 1).Draw(t, "tx enqueues")
 		}
 		s.Row = rapid.IntRange(0, 2).Draw(t, "tx row") > 0
-		s.Rollback = rapid.IntRange(0, 2).Draw(t, "tx rollback") == 2
-		s.Immediate = rapid.IntRange(0, 1).Draw(t, "tx immediate") == 1
+		s.Rollback = rapid.IntRange(0, 1).Draw(t, "tx rollback") == 1
+		s.Immediate = rapid.IntRange(0, 3).Draw(t, "tx immediate") == 3
 	}
 	if g.faultOdds > 0 && s.Kind != Pause && s.Kind != Tx && *g.faults < g.maxFaults {
 		// rapid favours the ends of a range: pick two values from the middle.

@@ -207,8 +207,12 @@ func SQLite(dir string, mode sqlite.PopMode) (linearizability.Factory, error) {
 	run := time.Now().UnixNano()
 	return func(clock core.Clock, capacity int) (*linearizability.Backend, error) {
 		path := filepath.Join(dir, fmt.Sprintf("leasehold-check-%x-%d.db", run, historySeq.Add(1)))
+		// A busy timeout of a second, not ten: a write lock is held for
+		// milliseconds here, and a store whose write waits for the lock an
+		// application's transaction holds while that transaction waits for
+		// the write (an EnqueueTx made beside it) should fail soon.
 		opts := []sqlite.Option{sqlite.WithClock(clock), sqlite.WithCapacity(capacity), sqlite.WithPopMode(mode),
-			sqlite.WithReaders(2), sqlite.WithSynchronous(sqlite.SyncNormal)}
+			sqlite.WithReaders(2), sqlite.WithSynchronous(sqlite.SyncNormal), sqlite.WithBusyTimeout(time.Second)}
 		first, err := sqlite.Open(path, opts...)
 		if err != nil {
 			return nil, err
