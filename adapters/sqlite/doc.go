@@ -84,9 +84,16 @@
 //     (priority DESC, version) for Pop, Scheduled by (run_after, id) for
 //     Promote, Running by (deadline, id) for ClaimExpired and
 //     RecoverExpired, Succeeded and Failed by (finished_at, id) for Prune;
-//     and (queue, state, id) for List and Counts. Every ordered operation
-//     reads its index in order and stops at its limit, and a transition
-//     rewrites only the entries of the states it leaves and enters.
+//     and tasks_other, by (queue, id), for the records in no state of a
+//     task's life (set aside, or damaged). Every ordered operation reads
+//     its index in order and stops at its limit, and a transition rewrites
+//     only the entries of the states it leaves and enters. Counts counts
+//     each state in its own index; List reads the primary key (queue, id)
+//     from its cursor and keeps the tasks of its state, so a page of a
+//     state that few tasks of the queue are in reads past the others
+//     (schema version 5 dropped the index of every task by (queue, state,
+//     id), which cost each transition two entries, often two pages of the
+//     log, for List alone).
 //
 // Times are kept to the microsecond by the model's one rounding rule
 // (model.Round: truncated, in UTC): clock readings, a RunAfter, a Prune bound

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -280,5 +281,64 @@ func TestOpenMigratesASchemaVersion2DatabaseToTheAttemptTimeout(t *testing.T) {
 	}
 	if _, err := s.Ack(ctx, core.AckParams{Claim: popped.Tasks[0].Claim()}); err != nil {
 		t.Fatalf("Ack of the migrated task: %v", err)
+	}
+}
+
+// A database of schema version 4, with its index of every task by state,
+// opens: the migration drops that index and adds tasks_other, and List,
+// Counts and the operations read its tasks as before, the one set aside
+// included.
+func TestOpenMigratesASchemaVersion4DatabaseWithoutTheStateIndex(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v4.db")
+	db := rawDB(t, path)
+	execSQL(t, db, `PRAGMA journal_mode = WAL`)
+	for _, m := range sqlite.Migrations[:4] {
+		execSQL(t, db, m)
+	}
+	enqueued := spec.Epoch.UnixMicro()
+	execSQL(t, db, `INSERT INTO queues (name, seq) VALUES ('q', 4)`)
+	// Ready a (version 1) and c (3), b Running with token 2, d set aside.
+	execSQL(t, db, `INSERT INTO tasks (queue, id, priority, state, attempt, max_attempts, version, claim_token, enqueued_at, claimed_at, deadline, quarantine) VALUES
+		('q', 'a', 0, 2, 0, 3, 1, 0, ?1, NULL, NULL, NULL),
+		('q', 'b', 0, 3, 1, 3, 2, 2, ?1, ?1, ?1 + 60000000, NULL),
+		('q', 'c', 0, 2, 0, 3, 3, 0, ?1, NULL, NULL, NULL),
+		('q', 'd', 0, 6, 0, 3, 4, 0, ?1, NULL, NULL, 'damaged')`, enqueued)
+	execSQL(t, db, fmt.Sprintf(`PRAGMA application_id = %d; PRAGMA user_version = 4`, sqlite.ApplicationID))
+	db.Close()
+
+	clock := core.NewFakeClock(spec.Epoch)
+	s := openStore(t, path, sqlite.WithClock(clock))
+	var version int
+	var indexes string
+	raw := rawDB(t, path)
+	if err := raw.QueryRow(`PRAGMA user_version`).Scan(&version); err != nil || version != sqlite.SchemaVersion {
+		t.Fatalf("user_version = %d (%v), want %d", version, err, sqlite.SchemaVersion)
+	}
+	if err := raw.QueryRow(`SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'tasks' AND sql IS NOT NULL ORDER BY name)`).Scan(&indexes); err != nil ||
+		indexes != "tasks_failed tasks_other tasks_ready tasks_running tasks_scheduled tasks_succeeded" {
+		t.Fatalf("indexes after migrating: %q (%v)", indexes, err)
+	}
+	if c, err := s.Counts(ctx, core.CountsParams{Queue: "q"}); err != nil || c.Ready != 2 || c.Running != 1 || c.Quarantined != 1 || c.Scheduled+c.Succeeded+c.Failed != 0 {
+		t.Fatalf("Counts after migrating = %+v, %v", c, err)
+	}
+	for st, want := range map[core.State]string{core.Ready: "a c", core.Running: "b", core.Quarantined: "d", core.Succeeded: ""} {
+		res, err := s.List(ctx, core.ListParams{Queue: "q", State: st, Limit: 10})
+		var ids []string
+		for _, task := range res.Tasks {
+			ids = append(ids, task.ID)
+		}
+		if err != nil || strings.Join(ids, " ") != want {
+			t.Errorf("List(%v) after migrating = %v, %v; want %q", st, ids, err, want)
+		}
+	}
+	popped, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Minute, N: 1})
+	if err != nil || len(popped.Tasks) != 1 || popped.Tasks[0].ID != "a" || popped.Tasks[0].Version != 5 {
+		t.Fatalf("Pop after migrating = %+v, %v", popped.Tasks, err)
+	}
+	if _, err := s.Ack(ctx, core.AckParams{Claim: popped.Tasks[0].Claim()}); err != nil {
+		t.Fatalf("Ack after migrating: %v", err)
+	}
+	if res, err := s.List(ctx, core.ListParams{Queue: "q", State: core.Succeeded, Limit: 10}); err != nil || len(res.Tasks) != 1 || res.Tasks[0].ID != "a" || res.Tasks[0].Version != 6 {
+		t.Fatalf("List(succeeded) after the ack = %+v, %v", res.Tasks, err)
 	}
 }

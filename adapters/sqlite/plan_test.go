@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/leasehold/leasehold/model"
 )
 
 // TestPlansReadIndexesInOrder checks that no statement scans the whole tasks
@@ -42,6 +44,14 @@ func TestPlansReadIndexesInOrder(t *testing.T) {
 		"claim expired":   {"INDEX tasks_running", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
 		"recover expired": {"INDEX tasks_running", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
 		"prune":           {"INDEX tasks_succeeded", "INDEX tasks_failed"},
+		// Counts and the capacity check count each state in its own
+		// partial index; List reads the primary key in order.
+		"counts": {"INDEX tasks_scheduled", "INDEX tasks_ready", "INDEX tasks_running", "INDEX tasks_succeeded",
+			"INDEX tasks_failed", "INDEX tasks_other"},
+		"pending":          {"INDEX tasks_scheduled", "INDEX tasks_ready", "INDEX tasks_running"},
+		"list ready":       {"SEARCH tasks USING INDEX sqlite_autoindex_tasks_1 (queue=? AND id>?)"},
+		"list succeeded":   {"SEARCH tasks USING INDEX sqlite_autoindex_tasks_1 (queue=? AND id>?)"},
+		"list quarantined": {"INDEX tasks_other (queue=? AND id>?)"},
 	}
 	for name, q := range statements {
 		args := []any{"q"}
@@ -80,5 +90,17 @@ func TestPlansReadIndexesInOrder(t *testing.T) {
 				t.Errorf("%s sorts: %s", name, text)
 			}
 		}
+	}
+}
+
+// TestOtherStatesAreTheStatesOfNoLife checks that tasks_other's condition
+// names the five states of a task's life, as the model numbers them.
+func TestOtherStatesAreTheStatesOfNoLife(t *testing.T) {
+	var life []string
+	for _, st := range model.States {
+		life = append(life, strconv.Itoa(int(st)))
+	}
+	if want := "state NOT IN (" + strings.Join(life, ", ") + ")"; otherStates != want {
+		t.Fatalf("otherStates = %s, want %s", otherStates, want)
 	}
 }

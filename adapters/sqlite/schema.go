@@ -18,7 +18,7 @@ const applicationID = 0x4C534844
 // SchemaVersion is the schema this package writes, kept in PRAGMA
 // user_version. Open migrates older leasehold databases forward and refuses
 // newer ones.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // migrations[i] brings a database from schema version i to i+1.
 var migrations = []string{
@@ -69,7 +69,20 @@ CREATE INDEX tasks_state     ON tasks (queue, state, id);
 	`ALTER TABLE tasks ADD COLUMN timeout_ns INTEGER NOT NULL DEFAULT 0;`,
 	// 3 -> 4: the queue's paused flag (1 while paused: Pop claims nothing).
 	`ALTER TABLE queues ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;`,
+	// 4 -> 5: no index of every task by state. Each transition rewrote two
+	// of its entries, often on two pages of the log, for List and Counts
+	// alone: List now reads the primary key (queue, id) in order, Counts
+	// the partial index of each state, and tasks_other holds the records
+	// whose state is none of the five (set aside, or damaged), which no
+	// transition enters or leaves.
+	`DROP INDEX tasks_state;
+CREATE INDEX tasks_other ON tasks (queue, id) WHERE ` + otherStates + `;`,
 }
+
+// otherStates is the condition of tasks_other: a state that is none of the
+// five of a task's life (Quarantined, or a damaged value; the column is
+// NOT NULL).
+const otherStates = `state NOT IN (1, 2, 3, 4, 5)`
 
 // The LiteQueue table Open recognizes: one table named Queue with these
 // columns (LiteQueue's status codes are READY 0, LOCKED 1, DONE 2, FAILED 3).

@@ -67,7 +67,11 @@ const newVersion = `COALESCE(?9, COALESCE((SELECT seq FROM queues WHERE name = ?
 const seqBase = `(SELECT seq FROM queues WHERE name = ?1)`
 
 var (
-	sqlPending = fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM tasks WHERE queue = ?1 AND state IN (%d, %d, %d) LIMIT ?2 + 0)`,
+	// ?1 queue, ?2 capacity: the pending tasks, counted up to the capacity
+	// in the partial index of each pending state.
+	sqlPending = fmt.Sprintf(`SELECT (SELECT count(*) FROM (SELECT 1 FROM tasks WHERE queue = ?1 AND state = %d LIMIT ?2 + 0))
+  + (SELECT count(*) FROM (SELECT 1 FROM tasks WHERE queue = ?1 AND state = %d LIMIT ?2 + 0))
+  + (SELECT count(*) FROM (SELECT 1 FROM tasks WHERE queue = ?1 AND state = %d LIMIT ?2 + 0))`,
 		model.Scheduled, model.Ready, model.Running)
 	// ?1 queue, ?2 values to draw. The sequence advances only while it
 	// holds an integer; a missing row is created (and the caller checks
@@ -218,22 +222,34 @@ RETURNING id, finished_at`, model.Succeeded, model.Failed)
 // Reads run on the read-only pool.
 var (
 	sqlGet = `SELECT ` + taskColumns + ` FROM tasks WHERE queue = ?1 AND id = ?2`
-	// One statement per state, with the state written in, so each one is
-	// planned for the index range of its state.
+	// One statement per state. No index orders the tasks of a state by ID
+	// (each transition would rewrite two of its entries): List reads the
+	// primary key (queue, id) in order from After and keeps the tasks of
+	// its state ("+state": not through the state's partial index, which is
+	// in another order).
 	sqlList = func() map[model.State]string {
 		m := map[model.State]string{}
 		for _, st := range model.States {
-			m[st] = fmt.Sprintf(`SELECT %s FROM tasks WHERE queue = ?1 AND state = %d AND id > ?2 ORDER BY id LIMIT ?3 + 0`, taskColumns, st)
+			m[st] = fmt.Sprintf(`SELECT %s FROM tasks WHERE queue = ?1 AND +state = %d AND id > ?2 ORDER BY id LIMIT ?3 + 0`, taskColumns, st)
 		}
-		// Records set aside, and rows whose state is not a state at all.
-		m[model.Quarantined] = fmt.Sprintf(`SELECT %s FROM tasks WHERE queue = ?1 AND state NOT IN (%s) AND id > ?2 ORDER BY id LIMIT ?3 + 0`,
-			taskColumns, lifeStates())
+		// Records set aside, and rows whose state is not a state at all:
+		// tasks_other, by ID.
+		m[model.Quarantined] = fmt.Sprintf(`SELECT %s FROM tasks WHERE queue = ?1 AND %s AND id > ?2 ORDER BY id LIMIT ?3 + 0`,
+			taskColumns, otherStates)
 		return m
 	}()
-	// Counts: (0, state, count) per state, then (1, NULL, paused) when the
-	// queue has a row, in one statement so it reads one committed state.
-	sqlCounts = `SELECT 0, state, count(*) FROM tasks WHERE queue = ?1 GROUP BY state
+	// Counts: (0, state, count) per state, each counted in the state's
+	// partial index, then (0, NULL, count) of the other records
+	// (tasks_other) and (1, NULL, paused) when the queue has a row, in one
+	// statement so it reads one committed state.
+	sqlCounts = func() string {
+		var b strings.Builder
+		for _, st := range model.States {
+			fmt.Fprintf(&b, "SELECT 0, %[1]d, count(*) FROM tasks WHERE queue = ?1 AND state = %[1]d\nUNION ALL ", st)
+		}
+		return b.String() + `SELECT 0, NULL, count(*) FROM tasks WHERE queue = ?1 AND ` + otherStates + `
 UNION ALL SELECT 1, NULL, paused = 1 FROM queues WHERE name = ?1`
+	}()
 	// Pop reads the paused flag in its own write transaction.
 	sqlPaused = `SELECT 1 FROM queues WHERE name = ?1 AND paused = 1`
 	// ?1 queue, ?2 the flag (0 or 1). A queue paused before its first task
@@ -248,13 +264,4 @@ ON CONFLICT (name) DO UPDATE SET paused = ?2`
 func damagedTime(state model.State, col string) string {
 	return fmt.Sprintf(`SELECT id FROM (SELECT id FROM tasks WHERE queue = ?1 AND state = %[1]d AND %[2]s IS NULL LIMIT 1)
 UNION ALL SELECT id FROM (SELECT id FROM tasks WHERE queue = ?1 AND state = %[1]d AND %[2]s >= '' LIMIT 1)`, state, col)
-}
-
-// lifeStates lists the five states of a task's life, as SQL.
-func lifeStates() string {
-	s := make([]string, len(model.States))
-	for i, st := range model.States {
-		s[i] = fmt.Sprint(int(st))
-	}
-	return strings.Join(s, ", ")
 }
