@@ -109,10 +109,15 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 			items[i].Task = task
 			acked++
 		}
-		if err := t.advanceTo(p.Queue, acked, uint64(base)+uint64(acked)); err != nil || p.Pop.N == 0 {
-			return err
+		if p.Pop.N == 0 {
+			return t.advanceTo(p.Queue, acked, uint64(base)+uint64(acked))
 		}
-		claimed, err = s.pop(t, p.Queue, p.Pop.Lease, p.Pop.N, now)
+		// The claims are stamped after the acks, and the sequence advances
+		// once past both.
+		claimed, err = s.pop(t, p.Queue, p.Pop.Lease, p.Pop.N, now, acked)
+		if err == nil && len(claimed) == 0 {
+			err = t.advanceTo(p.Queue, acked, uint64(base)+uint64(acked))
+		}
 		return err
 	})
 	if err != nil {

@@ -346,7 +346,7 @@ func (s *Store) Pop(ctx context.Context, p core.PopParams) (core.TasksResult, er
 	}
 	var tasks []model.Task
 	now, err := s.write(ctx, p.Queue, validate, func(t tx, now time.Time) (err error) {
-		tasks, err = s.pop(t, p.Queue, p.Lease, p.N, now)
+		tasks, err = s.pop(t, p.Queue, p.Lease, p.N, now, 0)
 		return err
 	})
 	if err != nil {
@@ -356,8 +356,12 @@ func (s *Store) Pop(ctx context.Context, p core.PopParams) (core.TasksResult, er
 }
 
 // pop claims up to n Ready tasks in t, as Pop does (and AckBatch's pop),
-// setting aside the damaged rows it meets.
-func (s *Store) pop(t tx, queue string, lease time.Duration, n int, now time.Time) (tasks []model.Task, err error) {
+// setting aside the damaged rows it meets. used is the number of values
+// past the queue's sequence the transaction has stamped tasks with already
+// without drawing them (AckBatch's acks): the claims are stamped after
+// them, and when pop claims a task it advances the sequence past them all,
+// in one statement; when it claims none, the caller draws them.
+func (s *Store) pop(t tx, queue string, lease time.Duration, n int, now time.Time, used int) (tasks []model.Task, err error) {
 	switch paused, err := t.paused(queue); {
 	case err != nil:
 		return nil, err
@@ -367,14 +371,17 @@ func (s *Store) pop(t tx, queue string, lease time.Duration, n int, now time.Tim
 	deadline := model.Round(now.Add(lease))
 	err = t.settingAside(func() (err error) {
 		if s.popMode == PopSelectUpdate {
-			tasks, err = t.popSelectUpdate(queue, n, now, deadline)
+			tasks, err = t.popSelectUpdate(queue, n, now, deadline, used)
 		} else {
-			tasks, err = t.popReturning(queue, n, now, deadline)
+			tasks, err = t.popReturning(queue, n, now, deadline, used)
 		}
 		if err != nil {
 			return t.stamped(queue, err)
 		}
-		return t.advanceTo(queue, len(tasks), lastVersion(tasks))
+		if len(tasks) == 0 {
+			return nil
+		}
+		return t.advanceTo(queue, used+len(tasks), lastVersion(tasks))
 	})
 	return tasks, err
 }
@@ -420,12 +427,12 @@ func (s *Store) setPaused(ctx context.Context, queue string, paused bool) (core.
 
 // popReturning claims the first n Ready tasks with one UPDATE … RETURNING
 // (for one task, one that needs no ranking: sqlPopOne).
-func (t tx) popReturning(queue string, n int, now, deadline time.Time) ([]model.Task, error) {
+func (t tx) popReturning(queue string, n int, now, deadline time.Time, used int) ([]model.Task, error) {
 	q := sqlPopReturning
 	if n == 1 {
 		q = sqlPopOne
 	}
-	tasks, err := scanTasks(t.query(q, queue, n, micros(now), micros(deadline)))
+	tasks, err := scanTasks(t.query(q, queue, n, micros(now), micros(deadline), used))
 	if err != nil {
 		return nil, err
 	}
@@ -438,7 +445,7 @@ func (t tx) popReturning(queue string, n int, now, deadline time.Time) ([]model.
 
 // popSelectUpdate selects the first n Ready tasks, then claims each with an
 // UPDATE that re-checks its state and version.
-func (t tx) popSelectUpdate(queue string, n int, now, deadline time.Time) ([]model.Task, error) {
+func (t tx) popSelectUpdate(queue string, n int, now, deadline time.Time, used int) ([]model.Task, error) {
 	tasks, err := scanTasks(t.query(sqlPopSelect, queue, n))
 	if err != nil {
 		return nil, err
@@ -452,7 +459,7 @@ func (t tx) popSelectUpdate(queue string, n int, now, deadline time.Time) ([]mod
 	}
 	for i := range tasks {
 		c := &tasks[i]
-		v := base + int64(i) + 1
+		v := base + int64(used) + int64(i) + 1
 		res, err := t.exec(sqlPopClaim, queue, c.ID, v, micros(now), micros(deadline), int64(c.Version))
 		if err != nil {
 			return nil, err

@@ -97,11 +97,12 @@ UPDATE tasks SET state = %[2]d, version = %[3]s + picked.rank
 FROM picked WHERE tasks.rowid = picked.rid AND tasks.queue = ?1 AND tasks.state IN (%[4]s)
 RETURNING %[5]s`, model.Scheduled, model.Ready, seqBase, from(model.OpPromote), qualifiedColumns)
 
-	// ?1 queue, ?2 n, ?3 now, ?4 deadline
+	// ?1 queue, ?2 n, ?3 now, ?4 deadline, ?5 the values past the
+	// sequence that the transaction has used already (see Store.pop)
 	sqlPopReturning = fmt.Sprintf(`WITH first AS (
   SELECT rowid AS rid, priority, version FROM tasks WHERE queue = ?1 AND state = %[1]d ORDER BY priority DESC, version LIMIT ?2 + 0
 ), picked AS MATERIALIZED (SELECT rid, row_number() OVER (ORDER BY priority DESC, version) AS rank FROM first)
-UPDATE tasks SET state = %[2]d, version = %[3]s + picked.rank, claim_token = %[3]s + picked.rank,
+UPDATE tasks SET state = %[2]d, version = %[3]s + ?5 + picked.rank, claim_token = %[3]s + ?5 + picked.rank,
   attempt = attempt + 1, claimed_at = ?3, deadline = ?4
 FROM picked WHERE tasks.rowid = picked.rid AND tasks.queue = ?1 AND tasks.state IN (%[4]s)
 RETURNING %[5]s`, model.Ready, model.Running, seqBase, from(model.OpPop), qualifiedColumns)
@@ -109,7 +110,7 @@ RETURNING %[5]s`, model.Ready, model.Running, seqBase, from(model.OpPop), qualif
 	// sqlPopReturning for n = 1 (?2): the first Ready task, found by a
 	// subquery on the index, stamped with the next sequence value, without
 	// the ranking of a batch.
-	sqlPopOne = fmt.Sprintf(`UPDATE tasks SET state = %[1]d, version = %[2]s + 1, claim_token = %[2]s + 1,
+	sqlPopOne = fmt.Sprintf(`UPDATE tasks SET state = %[1]d, version = %[2]s + ?5 + 1, claim_token = %[2]s + ?5 + 1,
   attempt = attempt + 1, claimed_at = ?3, deadline = ?4
 WHERE rowid = (SELECT rowid FROM tasks WHERE queue = ?1 AND state = %[3]d ORDER BY priority DESC, version LIMIT ?2 + 0)
   AND queue = ?1 AND state IN (%[4]s)
