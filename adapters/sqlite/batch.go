@@ -82,10 +82,10 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 	now, err := s.write(ctx, p.Queue, validate, func(t tx, now time.Time) error {
 		clear(items)
 		claimed = nil
-		base, err := t.seq(p.Queue)
-		if err != nil {
-			return err
-		}
+		// The first ack is stamped with the sequence's next value, read by
+		// its statement (as Ack's), which tells the sequence's value before
+		// the batch; the others are numbered from it.
+		base := int64(-1)
 		acked := 0
 		for i, a := range p.Acks {
 			c := a.Claim
@@ -93,10 +93,13 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 				items[i].Err = err
 				continue
 			}
-			v := base + int64(acked) + 1
+			var v any // nil: the sequence's next value (newVersion)
+			if base >= 0 {
+				v = base + int64(acked) + 1
+			}
 			task, found, err := t.oneTask(sqlAck, withVersion([]any{p.Queue, c.TaskID, int64(c.Token), micros(now), blob(a.Result)}, v)...)
 			if err != nil {
-				return err
+				return t.stamped(p.Queue, err)
 			}
 			if !found {
 				err := t.diagnoseClaim(model.OpAck, c)
@@ -106,14 +109,35 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 				items[i].Err = err
 				continue
 			}
+			if base < 0 {
+				base = int64(task.Version) - 1
+				if base <= 0 {
+					// A claimed task's token came from the sequence, so it
+					// is at 1 at least: it is missing, reset or not an
+					// integer (read as 0).
+					if _, err := t.seq(p.Queue); err != nil {
+						return err
+					}
+					return corrupt("queue %q: the sequence was at %d below the claim of task %q", p.Queue, base, c.TaskID)
+				}
+			}
 			items[i].Task = task
 			acked++
+		}
+		if acked == 0 {
+			// Every item was refused: the sequence is checked, as every
+			// refused operation checks it, and nothing is drawn.
+			if _, err := t.seq(p.Queue); err != nil {
+				return err
+			}
+			base = 0
 		}
 		if p.Pop.N == 0 {
 			return t.advanceTo(p.Queue, acked, uint64(base)+uint64(acked))
 		}
 		// The claims are stamped after the acks, and the sequence advances
 		// once past both.
+		var err error
 		claimed, err = s.pop(t, p.Queue, p.Pop.Lease, p.Pop.N, now, acked)
 		if err == nil && len(claimed) == 0 {
 			err = t.advanceTo(p.Queue, acked, uint64(base)+uint64(acked))

@@ -53,6 +53,16 @@ func TestDamagedSequenceIsCorruptAndChangesNothing(t *testing.T) {
 					_, err := s.AckBatch(ctx, core.AckBatchParams{Queue: "q", Acks: []core.AckItem{{Claim: claim}}})
 					return err
 				},
+				"AckBatch with a pop": func() error {
+					_, err := s.AckBatch(ctx, core.AckBatchParams{Queue: "q", Acks: []core.AckItem{{Claim: claim}}, Pop: core.AckPop{Lease: time.Minute, N: 2}})
+					return err
+				},
+				"AckBatch refused with a pop": func() error {
+					stale := claim
+					stale.Token++
+					_, err := s.AckBatch(ctx, core.AckBatchParams{Queue: "q", Acks: []core.AckItem{{Claim: stale}}, Pop: core.AckPop{Lease: time.Minute, N: 1}})
+					return err
+				},
 				"Retry": func() error { _, err := s.Retry(ctx, core.RetryParams{Claim: claim}); return err },
 				"ClaimExpired": func() error {
 					_, err := s.ClaimExpired(ctx, core.ClaimExpiredParams{Queue: "q", ClaimTTL: time.Minute})
@@ -202,6 +212,34 @@ func TestCheckpointPagesOption(t *testing.T) {
 		}
 		if short := frames < 40; short != (pages == 10) {
 			t.Errorf("checkpoint at %d pages: %d frames in the log after 40 enqueues", pages, frames)
+		}
+	}
+}
+
+// An AckBatch reads the queue's sequence through its first ack's
+// statement. When the sequence row is gone and the claim's token is 1 (the
+// first value, so the task looks sound stamped with 1 again), the batch
+// still finds the sequence missing: ErrCorrupt, nothing changed.
+func TestAckBatchFindsTheSequenceMissingBehindTheFirstClaim(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "seq1.db")
+	s := openStore(t, path, sqlite.WithSynchronous(sqlite.SyncNormal))
+	db := rawDB(t, path)
+	execSQL(t, db, `INSERT INTO queues (name, seq) VALUES ('q', 0)`)
+	execSQL(t, db, `INSERT INTO tasks (queue, id, priority, state, attempt, max_attempts, version, claim_token, enqueued_at)
+		VALUES ('q', 'a', 0, 2, 0, 3, 0, 0, 1)`)
+	popped, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Minute, N: 1})
+	if err != nil || len(popped.Tasks) != 1 || popped.Tasks[0].ClaimToken != 1 {
+		t.Fatalf("Pop = %+v, %v; want the task claimed with token 1", popped.Tasks, err)
+	}
+	execSQL(t, db, `DELETE FROM queues`)
+	before := dump(t, db)
+	for _, n := range []int{0, 1} {
+		_, err := s.AckBatch(ctx, core.AckBatchParams{Queue: "q", Acks: []core.AckItem{{Claim: popped.Tasks[0].Claim()}}, Pop: core.AckPop{Lease: time.Minute, N: n}})
+		if !errors.Is(err, core.ErrCorrupt) {
+			t.Errorf("AckBatch (pop %d) without the sequence row: %v, want ErrCorrupt", n, err)
+		}
+		if after := dump(t, db); after != before {
+			t.Errorf("AckBatch (pop %d) changed the database:\n%s\nwant\n%s", n, after, before)
 		}
 	}
 }
