@@ -361,13 +361,9 @@ func (s *Store) Pop(ctx context.Context, p core.PopParams) (core.TasksResult, er
 // without drawing them (AckBatch's acks): the claims are stamped after
 // them, and when pop claims a task it advances the sequence past them all,
 // in one statement; when it claims none, the caller draws them.
+// Its statements read the queue's paused flag themselves (notPaused): a
+// paused queue's Pop claims nothing.
 func (s *Store) pop(t tx, queue string, lease time.Duration, n int, now time.Time, used int) (tasks []model.Task, err error) {
-	switch paused, err := t.paused(queue); {
-	case err != nil:
-		return nil, err
-	case paused:
-		return []model.Task{}, nil
-	}
 	deadline := model.Round(now.Add(lease))
 	err = t.settingAside(func() (err error) {
 		if s.popMode == PopSelectUpdate {
@@ -386,21 +382,8 @@ func (s *Store) pop(t tx, queue string, lease time.Duration, n int, now time.Tim
 	return tasks, err
 }
 
-// paused reads the queue's paused flag, in the transaction of the Pop that
-// obeys it.
-func (t tx) paused(queue string) (bool, error) {
-	var one int
-	switch err := t.queryRow(sqlPaused, queue).Scan(&one); {
-	case errors.Is(err, sql.ErrNoRows):
-		return false, nil
-	case err != nil:
-		return false, err
-	}
-	return true, nil
-}
-
 // Pause implements core.Store: it sets the queue's paused flag, which every
-// Pop reads in its own write transaction.
+// Pop's statement reads in its own write transaction.
 func (s *Store) Pause(ctx context.Context, p core.PauseParams) (core.PauseResult, error) {
 	return s.setPaused(ctx, p.Queue, true)
 }

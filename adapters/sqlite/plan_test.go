@@ -28,7 +28,7 @@ func TestPlansReadIndexesInOrder(t *testing.T) {
 		"claim expired": sqlClaimExpired, "requeue": sqlRequeue, "finalize": sqlFinalize,
 		"recover expired": sqlRecoverExpired, "inspect requeue": sqlInspectRequeue, "remove": sqlRemove,
 		"prune": sqlPrune, "get": sqlGet, "counts": sqlCounts, "probe": sqlProbe,
-		"paused": sqlPaused, "set paused": sqlSetPaused, "cancel": sqlCancel, "cancelled": sqlCancelled,
+		"set paused": sqlSetPaused, "cancel": sqlCancel, "cancelled": sqlCancelled,
 	}
 	for st, q := range sqlList {
 		statements["list "+st.String()] = q

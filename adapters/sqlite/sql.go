@@ -66,6 +66,11 @@ const newVersion = `COALESCE(?9, COALESCE((SELECT seq FROM queues WHERE name = ?
 // sequence past the values used (tx.advanceTo), which checks the sequence.
 const seqBase = `(SELECT seq FROM queues WHERE name = ?1)`
 
+// notPaused is the condition of every Pop statement's choice of tasks: the
+// queue ?1 is not paused. The statement reads the flag itself, in the Pop's
+// write transaction, so a paused queue's Pop claims nothing.
+const notPaused = `NOT EXISTS (SELECT 1 FROM queues WHERE name = ?1 AND paused = 1)`
+
 var (
 	// ?1 queue, ?2 capacity: the pending tasks, counted up to the capacity
 	// in the partial index of each pending state.
@@ -100,25 +105,25 @@ RETURNING %[5]s`, model.Scheduled, model.Ready, seqBase, from(model.OpPromote), 
 	// ?1 queue, ?2 n, ?3 now, ?4 deadline, ?5 the values past the
 	// sequence that the transaction has used already (see Store.pop)
 	sqlPopReturning = fmt.Sprintf(`WITH first AS (
-  SELECT rowid AS rid, priority, version FROM tasks WHERE queue = ?1 AND state = %[1]d ORDER BY priority DESC, version LIMIT ?2 + 0
+  SELECT rowid AS rid, priority, version FROM tasks WHERE queue = ?1 AND state = %[1]d AND %[6]s ORDER BY priority DESC, version LIMIT ?2 + 0
 ), picked AS MATERIALIZED (SELECT rid, row_number() OVER (ORDER BY priority DESC, version) AS rank FROM first)
 UPDATE tasks SET state = %[2]d, version = %[3]s + ?5 + picked.rank, claim_token = %[3]s + ?5 + picked.rank,
   attempt = attempt + 1, claimed_at = ?3, deadline = ?4
 FROM picked WHERE tasks.rowid = picked.rid AND tasks.queue = ?1 AND tasks.state IN (%[4]s)
-RETURNING %[5]s`, model.Ready, model.Running, seqBase, from(model.OpPop), qualifiedColumns)
+RETURNING %[5]s`, model.Ready, model.Running, seqBase, from(model.OpPop), qualifiedColumns, notPaused)
 
 	// sqlPopReturning for n = 1 (?2): the first Ready task, found by a
 	// subquery on the index, stamped with the next sequence value, without
 	// the ranking of a batch.
 	sqlPopOne = fmt.Sprintf(`UPDATE tasks SET state = %[1]d, version = %[2]s + ?5 + 1, claim_token = %[2]s + ?5 + 1,
   attempt = attempt + 1, claimed_at = ?3, deadline = ?4
-WHERE rowid = (SELECT rowid FROM tasks WHERE queue = ?1 AND state = %[3]d ORDER BY priority DESC, version LIMIT ?2 + 0)
+WHERE rowid = (SELECT rowid FROM tasks WHERE queue = ?1 AND state = %[3]d AND %[6]s ORDER BY priority DESC, version LIMIT ?2 + 0)
   AND queue = ?1 AND state IN (%[4]s)
-RETURNING %[5]s`, model.Running, seqBase, model.Ready, from(model.OpPop), taskColumns)
+RETURNING %[5]s`, model.Running, seqBase, model.Ready, from(model.OpPop), taskColumns, notPaused)
 
 	// ?1 queue, ?2 n
-	sqlPopSelect = fmt.Sprintf(`SELECT %s FROM tasks WHERE queue = ?1 AND state = %d ORDER BY priority DESC, version LIMIT ?2 + 0`,
-		taskColumns, model.Ready)
+	sqlPopSelect = fmt.Sprintf(`SELECT %s FROM tasks WHERE queue = ?1 AND state = %d AND %s ORDER BY priority DESC, version LIMIT ?2 + 0`,
+		taskColumns, model.Ready, notPaused)
 	// ?1 queue, ?2 id, ?3 new version (and token), ?4 now, ?5 deadline, ?6 version seen by the select
 	sqlPopClaim = fmt.Sprintf(`UPDATE tasks SET state = %d, version = ?3, claim_token = ?3, attempt = attempt + 1,
   claimed_at = ?4, deadline = ?5
@@ -251,8 +256,6 @@ var (
 		return b.String() + `SELECT 0, NULL, count(*) FROM tasks WHERE queue = ?1 AND ` + otherStates + `
 UNION ALL SELECT 1, NULL, paused = 1 FROM queues WHERE name = ?1`
 	}()
-	// Pop reads the paused flag in its own write transaction.
-	sqlPaused = `SELECT 1 FROM queues WHERE name = ?1 AND paused = 1`
 	// ?1 queue, ?2 the flag (0 or 1). A queue paused before its first task
 	// gets its row with the sequence at 0 (see tx.draw).
 	sqlSetPaused = `INSERT INTO queues (name, seq, paused) VALUES (?1, 0, ?2)
