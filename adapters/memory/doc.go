@@ -50,6 +50,16 @@
 // (RunAfter, Prune's Before) and computed deadlines are truncated. The zero time means "not set" and stays
 // zero.
 //
+// # Damaged records
+//
+// Records held as Go values do not decay, but Store.Damage makes one
+// unreadable on purpose, as a disk or a stray write would on another store,
+// so that code that must carry on past a poison record can be tested here:
+// the store then answers exactly as the model says (model.Queue.Damage). The
+// first scan that reaches the record sets it aside as core.Quarantined
+// (listed and counted as such, removable by the operator) and goes on with
+// the sound tasks; until then a decision on it is core.ErrCorrupt.
+//
 // Tasks returned by the store are deep copies: the caller may keep and change
 // them, including their Payload, Result and Errors.
 package memory

@@ -25,6 +25,12 @@ var harness = spec.Harness{
 		tb.Cleanup(func() { _ = s.Close() })
 		return s
 	},
+	Damage: func(tb testing.TB, s core.Store, queue, id string) {
+		tb.Helper()
+		if err := s.(*Store).Damage(context.Background(), queue, id); err != nil {
+			tb.Fatalf("Damage(%s): %v", id, err)
+		}
+	},
 }
 
 var ctx = context.Background()

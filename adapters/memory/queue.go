@@ -32,7 +32,7 @@ type queue struct {
 	tasks     map[string]*task
 	slab      []*task                         // by handle: what the index items point to
 	free      []uint32                        // handles of the slab free for reuse
-	byState   [model.Failed + 1]btree[idItem] // per state, by ID: List
+	byState   [model.Quarantined + 1]btree[idItem] // per state, by ID: List
 	ready     btree[readyItem]                // (Priority desc, Version asc): Pop
 	scheduled btree[timeItem]                 // (RunAfter, ID): Promote
 	running   btree[timeItem]                 // (Deadline, ID): ClaimExpired, RecoverExpired
@@ -47,6 +47,9 @@ type task struct {
 	model.Task
 	h   uint32
 	key idKey
+	// damaged marks a record Store.Damage damaged and no scan has set aside
+	// yet (model.Queue.Damage): it keeps its state and its indexes.
+	damaged bool
 }
 
 // idKey is the first 16 bytes of an ID, zero-padded, as two big-endian
@@ -151,7 +154,7 @@ func newQueue(name string, capacity int) *queue {
 	q.scheduled = *newBTree(q.compareTime, defaultDegree)
 	q.running = *newBTree(q.compareTime, defaultDegree)
 	q.finished = *newBTree(q.compareTime, defaultDegree)
-	for _, s := range model.States {
+	for _, s := range append(model.States[:len(model.States):len(model.States)], model.Quarantined) {
 		q.byState[s] = *newBTree(q.compareID, defaultDegree)
 	}
 	return q
@@ -161,7 +164,7 @@ func newQueue(name string, capacity int) *queue {
 func (q *queue) close() {
 	q.closed = true
 	q.tasks, q.slab, q.free = nil, nil, nil
-	q.byState = [model.Failed + 1]btree[idItem]{}
+	q.byState = [model.Quarantined + 1]btree[idItem]{}
 	q.ready = btree[readyItem]{}
 	q.scheduled, q.running, q.finished = btree[timeItem]{}, btree[timeItem]{}, btree[timeItem]{}
 }
@@ -194,6 +197,8 @@ func (q *queue) count(s model.State) *int {
 		return &q.counts.Running
 	case model.Succeeded:
 		return &q.counts.Succeeded
+	case model.Quarantined:
+		return &q.counts.Quarantined
 	default:
 		return &q.counts.Failed
 	}
@@ -229,6 +234,9 @@ func (q *queue) unindex(t *task) {
 // order adds t to the order index of its state only: with unorder, for an
 // operation that changes a key (a deadline) but not the state.
 func (q *queue) order(t *task) {
+	if t.State == model.Quarantined {
+		return // no scan reaches a record set aside
+	}
 	if t.State == model.Ready {
 		q.ready.Insert(readyItem{t.Priority, t.Version, t.h})
 		return
@@ -239,6 +247,9 @@ func (q *queue) order(t *task) {
 
 // unorder takes t out of the order index of its state only.
 func (q *queue) unorder(t *task) {
+	if t.State == model.Quarantined {
+		return
+	}
 	if t.State == model.Ready {
 		q.ready.Delete(readyItem{t.Priority, t.Version, t.h})
 		return
@@ -296,6 +307,10 @@ func (q *queue) promote(now time.Time, limit int) ([]string, error) {
 			break
 		}
 		t := q.slab[it.h]
+		if t.damaged {
+			q.setAside(t)
+			continue
+		}
 		q.unindex(t)
 		t.Version = q.stamp()
 		t.State = model.Ready
@@ -324,6 +339,10 @@ func (q *queue) pop(now time.Time, lease time.Duration, n int) ([]model.Task, er
 			break
 		}
 		t := q.slab[it.h]
+		if t.damaged {
+			q.setAside(t)
+			continue
+		}
 		q.unindex(t)
 		t.Version = q.stamp()
 		t.State = model.Running
@@ -413,14 +432,21 @@ func (q *queue) claimExpired(now time.Time, claimTTL time.Duration, limit int) (
 	}
 	// Collect first, then renew: with a claim TTL under a microsecond the
 	// renewed deadline may still be due, and must not be claimed twice.
-	var due []*task
+	var due, aside []*task
 	q.running.Ascend(func(it timeItem) bool {
 		if (limit > 0 && len(due) == limit) || it.at > micros(now) {
 			return false
 		}
-		due = append(due, q.slab[it.h])
+		if t := q.slab[it.h]; t.damaged {
+			aside = append(aside, t)
+		} else {
+			due = append(due, t)
+		}
 		return true
 	})
+	for _, t := range aside {
+		q.setAside(t)
+	}
 	deadline := instant(now.Add(claimTTL))
 	out := make([]model.ReapClaim, 0, len(due))
 	for _, t := range due {
@@ -477,6 +503,10 @@ func (q *queue) recoverExpired(now time.Time, delay time.Duration, limit int) ([
 			break
 		}
 		t := q.slab[it.h]
+		if t.damaged {
+			q.setAside(t)
+			continue
+		}
 		q.unindex(t)
 		t.Version = q.stamp()
 		t.Errors = append(t.Errors, leaseError(t, now, ""))
@@ -519,6 +549,14 @@ func (q *queue) cancel(now time.Time, id string, expect uint64) (model.Task, err
 }
 
 func (q *queue) remove(id string, expect uint64) (model.Task, error) {
+	if t, ok := q.tasks[id]; ok && t.damaged {
+		if expect != 0 {
+			return model.Task{}, fmt.Errorf("%w: task %q is damaged: its version cannot be read", model.ErrConflict, id)
+		}
+		q.unindex(t)
+		q.drop(t)
+		return quarantined(t), nil
+	}
 	t, err := q.inspected(model.OpRemove, id, expect)
 	if err != nil {
 		return model.Task{}, err
@@ -567,6 +605,9 @@ func (q *queue) get(id string) (model.Task, error) {
 	if !ok {
 		return model.Task{}, notFound(id)
 	}
+	if t.damaged {
+		return quarantined(t), nil
+	}
 	return snapshot(t), nil
 }
 
@@ -574,13 +615,12 @@ func (q *queue) list(s model.State, after string, limit int) ([]model.Task, stri
 	if err := model.ValidateList(s, limit); err != nil {
 		return nil, "", err
 	}
-	if s == model.Quarantined {
-		// Records held as Go values cannot be damaged: none is ever set aside.
-		return nil, "", nil
-	}
 	var out []model.Task
 	next := ""
 	q.byState[s].AscendWhere(func(it idItem) bool { return q.slab[it.h].ID <= after }, func(it idItem) bool {
+		if q.slab[it.h].damaged {
+			return true // read only: passed over until a scan sets it aside
+		}
 		if len(out) == limit {
 			next = out[len(out)-1].ID
 			return false
@@ -603,6 +643,9 @@ func (q *queue) claimed(op model.Op, c model.Claim) (*task, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: task %q no longer exists", model.ErrStaleClaim, c.TaskID)
 	}
+	if t.damaged {
+		return nil, damaged(c.TaskID)
+	}
 	if t.ClaimToken != c.Token {
 		return nil, fmt.Errorf("%w: token %d no longer holds task %q", model.ErrStaleClaim, c.Token, c.TaskID)
 	}
@@ -622,6 +665,9 @@ func (q *queue) reaped(op model.Op, rc model.ReapClaim) (*task, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: task %q no longer exists", model.ErrStaleClaim, rc.TaskID)
 	}
+	if t.damaged {
+		return nil, damaged(rc.TaskID)
+	}
 	if t.Version != rc.Version {
 		return nil, fmt.Errorf("%w: task %q changed since version %d", model.ErrStaleClaim, rc.TaskID, rc.Version)
 	}
@@ -638,10 +684,50 @@ func (q *queue) inspected(op model.Op, id string, expect uint64) (*task, error) 
 	if !ok {
 		return nil, notFound(id)
 	}
+	if t.damaged {
+		return nil, damaged(id)
+	}
 	if expect != 0 && t.Version != expect {
 		return nil, fmt.Errorf("%w: task %q is at version %d, not %d", model.ErrConflict, id, t.Version, expect)
 	}
 	return t, checkFrom(op, t)
+}
+
+// --- damaged records -----------------------------------------------------------
+
+// damage marks the record of id damaged (model.Queue.Damage).
+func (q *queue) damage(id string) error {
+	if err := validID(id); err != nil {
+		return err
+	}
+	t, ok := q.tasks[id]
+	if !ok {
+		return notFound(id)
+	}
+	if t.damaged || t.State == model.Quarantined {
+		return fmt.Errorf("%w: task %q is already damaged", model.ErrInvalidTransition, id)
+	}
+	t.damaged = true
+	return nil
+}
+
+// setAside moves the damaged record t out of its state's indexes into
+// Quarantined, keeping only its queue and ID (model.Queue.Damage). It draws
+// no version.
+func (q *queue) setAside(t *task) {
+	q.unindex(t)
+	t.damaged = false
+	t.Task = quarantined(t)
+	q.index(t)
+}
+
+// quarantined is the record of t as the store reports it once set aside.
+func quarantined(t *task) model.Task {
+	return model.Task{Queue: t.Queue, ID: t.ID, State: model.Quarantined, Quarantine: model.DamagedReason}
+}
+
+func damaged(id string) error {
+	return fmt.Errorf("%w: task %q is damaged", model.ErrCorrupt, id)
 }
 
 // --- helpers -----------------------------------------------------------------

@@ -474,3 +474,29 @@ func (s *Store) Queues(ctx context.Context) ([]string, error) {
 	slices.Sort(names)
 	return names, nil
 }
+
+// Damage makes the record of task id of queue one the store can no longer
+// read, as a fault would on a store that keeps bytes (the event
+// model.Queue.Damage): for tests of code that must carry on past a poison
+// record. The record keeps its state and its place in the indexes; from
+// then on the first Promote, Pop, ClaimExpired or RecoverExpired that
+// reaches it sets it aside as core.Quarantined and goes on with the sound
+// tasks, a decision on it is core.ErrCorrupt, Get returns it as
+// quarantined, List passes over it, and Remove with no expected version
+// deletes it.
+//
+// Errors: core.ErrNotFound when the queue holds no task id,
+// core.ErrInvalidTransition when the record is already damaged or set
+// aside, core.ErrInvalidArgument for an empty ID or a bad queue name.
+func (s *Store) Damage(ctx context.Context, queue, id string) error {
+	q, err := s.queue(ctx, queue, false)
+	if err != nil {
+		return err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return core.ErrClosed
+	}
+	return q.damage(id) // reads no clock: a fault is no operation of the store
+}
