@@ -30,13 +30,13 @@ type queue struct {
 	closed   bool // set by Store.Close: every operation returns core.ErrClosed
 
 	tasks     map[string]*task
-	slab      []*task                         // by handle: what the index items point to
-	free      []uint32                        // handles of the slab free for reuse
+	slab      []*task                              // by handle: what the index items point to
+	free      []uint32                             // handles of the slab free for reuse
 	byState   [model.Quarantined + 1]btree[idItem] // per state, by ID: List
-	ready     btree[readyItem]                // (Priority desc, Version asc): Pop
-	scheduled btree[timeItem]                 // (RunAfter, ID): Promote
-	running   btree[timeItem]                 // (Deadline, ID): ClaimExpired, RecoverExpired
-	finished  btree[timeItem]                 // (FinishedAt, ID): Prune
+	ready     btree[readyItem]                     // (Priority desc, Version asc): Pop
+	scheduled btree[timeItem]                      // (RunAfter, ID): Promote
+	running   btree[timeItem]                      // (Deadline, ID): ClaimExpired, RecoverExpired
+	finished  btree[timeItem]                      // (FinishedAt, ID): Prune
 }
 
 // task is a task as the queue keeps it, with its handle: its index in the
