@@ -121,6 +121,19 @@
 // slices it passed in, so a store that shares its own slices with a caller
 // answers later calls with the scribbles.
 //
+// # Damaged records
+//
+// One plan in DamageOdds damages one stored record mid-history: a
+// DamageTask step calls the backend's Damage hook (backends has one per
+// adapter), which makes a task's record unreadable where it stands, in one
+// atomic step of the store. The step is recorded as an operation whose
+// Input has Damage set, and the model applies it as the event
+// model.Queue.Damage: from that point on the checker holds the store to
+// what the model says follows (the first scan that reaches the record sets
+// it aside as Quarantined and goes on with the sound tasks, decisions on it
+// are ErrCorrupt and change nothing, Get shows it quarantined, List passes
+// over it, Remove with no version deletes it). See damage.go.
+//
 // # Shrinking
 //
 // The plan of history i of a run is Plans(...).Example(Seed+i), the plan

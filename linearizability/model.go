@@ -19,7 +19,7 @@ import (
 // fields the op reads are set; see model.Input, which it converts to.
 type Input struct {
 	Queue     string              `json:"queue"`
-	Op        model.Op            `json:"op"`
+	Op        model.Op            `json:"op,omitempty"` // 0 for a Damage
 	Enqueue   *model.EnqueueArgs  `json:"enqueue,omitempty"`
 	Claim     *ClaimRef           `json:"claim,omitempty"`     // Extend, Ack, Fail, Retry
 	ReapClaim *ClaimRef           `json:"reapClaim,omitempty"` // Requeue, Finalize
@@ -39,6 +39,10 @@ type Input struct {
 	// Tx, when set, makes the input an application's transaction: the
 	// store ops made inside it (Op is then the first one's) and its end.
 	Tx *TxInput `json:"tx,omitempty"`
+	// Damage marks the step that damaged the stored record of task ID
+	// (Backend.Damage): the event model.Queue.Damage, not an op of the
+	// store. Op is then 0. See damage.go.
+	Damage bool `json:"damage,omitempty"`
 
 	// NowCandidates is set only on an indeterminate operation (its outcome is
 	// unknown, so is the clock reading it would have used): every reading the
@@ -199,7 +203,7 @@ func itemsMatch(m []model.ItemResult, o []ItemOutput) bool {
 			}
 			continue
 		}
-		if g.Task == nil || !it.Task.Equal(*g.Task) {
+		if g.Task == nil || !sameTask(it.Task, *g.Task) {
 			return false
 		}
 	}
@@ -222,7 +226,7 @@ func matches(m model.Output, o *Output) bool {
 		return true
 	}
 	if o.Task != nil {
-		if !m.Task.Equal(*o.Task) {
+		if !sameTask(m.Task, *o.Task) {
 			return false
 		}
 	} else if m.Task.ID != "" {
@@ -234,14 +238,14 @@ func matches(m model.Output, o *Output) bool {
 	if o.Paused != nil && m.Paused != *o.Paused {
 		return false
 	}
-	return slices.EqualFunc(m.Tasks, o.Tasks, model.Task.Equal) &&
+	return slices.EqualFunc(m.Tasks, o.Tasks, sameTask) &&
 		slices.Equal(m.IDs, o.IDs) && m.Next == o.Next && itemsMatch(m.Items, o.Items) &&
 		slices.EqualFunc(m.ReapClaims, o.Claims, reapEqual)
 }
 
 func reapEqual(a, b model.ReapClaim) bool {
 	return a.Queue == b.Queue && a.TaskID == b.TaskID && a.Version == b.Version &&
-		a.Deadline.Equal(b.Deadline) && a.Task.Equal(b.Task)
+		a.Deadline.Equal(b.Deadline) && sameTask(a.Task, b.Task)
 }
 
 // ModelOptions configure the porcupine model of one history.
@@ -257,7 +261,8 @@ type ModelOptions struct {
 // NewModel returns the porcupine model of a leasehold store: one model.Queue
 // per partition, a partition per queue name. Step applies model.Apply with
 // Now taken from the store's output, and accepts the step only if the model
-// gives exactly the store's answer (tasks compared with Task.Equal, errors by
+// gives exactly the store's answer (tasks compared with Task.Equal but for the reason
+// a quarantined record gives, see sameTask; errors by
 // kind and, for transition errors, by op and state). An indeterminate output
 // may have happened at any of the input's NowCandidates, or not at all; the
 // model is the power-set construction of porcupine's NondeterministicModel,
@@ -285,6 +290,9 @@ func NewModel(o ModelOptions) porcupine.Model {
 func step(q model.Queue, in *Input, out *Output, capacity int) []any {
 	if q.Name() == "" { // the partition's first op names its queue
 		q = model.NewQueue(in.Queue, capacity)
+	}
+	if in.Damage {
+		return damageStep(q, in, out)
 	}
 	if in.Tx != nil {
 		return stepTx(q, in, out)
@@ -343,6 +351,9 @@ func ms(d time.Duration) string {
 
 // describeCall shows the call, for example "Ack(t1 token=7)".
 func describeCall(in *Input, epoch time.Time) string {
+	if in.Damage {
+		return fmt.Sprintf("%s Damage(%s)", in.Queue, in.ID)
+	}
 	var args []string
 	add := func(format string, a ...any) { args = append(args, fmt.Sprintf(format, a...)) }
 	switch in.Op {

@@ -150,11 +150,16 @@ const (
 	// would, writes an application row (Row), and commits or rolls back
 	// (Rollback). Drawn only with PlanOptions.Tx.
 	Tx
+	// DamageTask damages the stored record of Task of Queue mid-history
+	// (Backend.Damage; skipped on a backend without it): the event
+	// model.Queue.Damage, checked as one more step of the model. See
+	// damage.go.
+	DamageTask
 )
 
 var kindNames = [...]string{"Enqueue", "Promote", "Pop", "Extend", "Ack", "Fail", "Retry",
 	"ClaimExpired", "Requeue", "Finalize", "RecoverExpired", "InspectRequeue", "Remove",
-	"Prune", "Get", "List", "Counts", "Pause", "AckPop", "PauseQueue", "ResumeQueue", "CancelTask", "Tx"}
+	"Prune", "Get", "List", "Counts", "Pause", "AckPop", "PauseQueue", "ResumeQueue", "CancelTask", "Tx", "DamageTask"}
 
 // String returns the kind's name.
 func (k Kind) String() string {
@@ -407,7 +412,7 @@ func (p *Plan) describeStep(s Step) string {
 		d = fmt.Sprintf("%s limit %d", q, s.N)
 	case InspectRequeue, Remove, CancelTask:
 		d = fmt.Sprintf("%s/%s expect %d", q, id, s.Expect)
-	case Get:
+	case Get, DamageTask:
 		d = q + "/" + id
 	case List:
 		d = fmt.Sprintf("%s %v n%d", q, s.State, s.N)
@@ -584,6 +589,7 @@ func Plans(o PlanOptions) *rapid.Generator[*Plan] {
 			r := rapid.IntRange(0, rounds-1).Draw(t, "bulk round")
 			c.Rounds[r] = append(drawBulk(t, p), c.Rounds[r]...)
 		}
+		drawDamage(t, p)
 		return p
 	})
 }

@@ -22,6 +22,17 @@ type Backend struct {
 	Client func() (core.Store, error)
 	// Close releases the backend after the history (may be nil).
 	Close func() error
+	// Damage, when not nil, damages the stored record of task id of queue
+	// in one atomic step, leaving its state and every field an index of
+	// that state reads as they were: the event model.Queue.Damage (see
+	// DamageTask). It returns an error of model.ErrNotFound when there is
+	// no such record, of model.ErrInvalidTransition when it is already
+	// damaged or set aside; any other error leaves the outcome open.
+	Damage func(ctx context.Context, queue, id string) error
+	// DamageWithoutBatches makes the clients of a plan that damages a
+	// record use no batch call (an AckPop is then an Ack), for an adapter
+	// whose AckBatch does not yet answer a damaged item as the model does.
+	DamageWithoutBatches bool
 }
 
 // Factory makes the backend of one history: empty stores that judge time by
@@ -100,6 +111,7 @@ func Execute(ctx context.Context, p *Plan, f Factory) (*History, error) {
 		fs := &faultStore{Store: s}
 		var recorded core.Store = fs
 		_, batch := s.(core.BatchStore)
+		batch = batch && !(be.DamageWithoutBatches && be.Damage != nil && p.Damages())
 		if batch {
 			recorded = &batchFaultStore{fs}
 		}
@@ -108,6 +120,7 @@ func Execute(ctx context.Context, p *Plan, f Factory) (*History, error) {
 		actors[i] = &actor{
 			name: name, index: i, plan: p, clock: clock, fake: fake, rec: rec, batch: batch,
 			faults: fs, client: client, store: newScribbler(client, p.Scribble), seen: map[taskKey]uint64{},
+			damage: be.Damage, pending: map[taskKey]bool{},
 		}
 	}
 
@@ -183,6 +196,10 @@ type actor struct {
 	store  core.Store
 	batch  bool // the backend's store is a core.BatchStore (so is store then)
 
+	pending map[taskKey]bool // whether a task was pending when the client last saw it (for DamageTask)
+
+	damage func(ctx context.Context, queue, id string) error // Backend.Damage
+
 	index     int               // the client's index in the plan
 	enqueued  int               // Enqueue steps done
 	txs       int               // application rows written
@@ -203,6 +220,9 @@ func (a *actor) at(d time.Duration) time.Time {
 func (a *actor) see(ts ...model.Task) {
 	for _, t := range ts {
 		a.seen[taskKey{t.Queue, t.ID}] = t.Version
+		if a.pending != nil {
+			a.pending[taskKey{t.Queue, t.ID}] = t.State.Valid() && !t.State.Terminal()
+		}
 	}
 }
 
@@ -285,6 +305,10 @@ func (a *actor) safeDo(ctx context.Context, s Step, cancel context.CancelCauseFu
 func (a *actor) do(ctx context.Context, s Step) {
 	if s.Kind == Pause {
 		pass(ctx, a.rec, a.fake, s.Delay, a.name+" pauses")
+		return
+	}
+	if s.Kind == DamageTask {
+		a.damageTask(ctx, s)
 		return
 	}
 	a.faults.next = s.Fault

@@ -105,7 +105,9 @@
 // reason (Task.Quarantine), has Version 0 and no token, is in no order
 // index, keeps its ID taken, and leaves only by an operator's Remove with
 // expect 0. Counts and List show it. Setting a record aside draws no
-// version. A damaged queue-wide record (the sequence) cannot be set aside:
+// version. The store-level histories of package linearizability damage a
+// record mid-history and check every answer after it against this event.
+// A damaged queue-wide record (the sequence) cannot be set aside:
 // every operation that needs it is ErrCorrupt until it is repaired.
 //
 // # Arguments and times

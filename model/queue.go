@@ -244,7 +244,9 @@ const DamagedReason = "damaged"
 // Damage is the event "the store's record of task id was damaged": not an
 // operation of a store, but what a fault (a disk, an operator's stray write)
 // does to it, applied by the tests to say what every later operation must
-// answer. The record keeps its place in the indexes of its state (the
+// answer: by the conformance suite, and by the linearizability harness,
+// whose plans damage a record mid-history and record that as an operation
+// the checker applies as this event. The record keeps its place in the indexes of its state (the
 // damage hooks of the tests damage only what does not decide it), and from
 // then on:
 //

@@ -28,7 +28,10 @@ import (
 // history, shared by its clients (it has no connections of its own).
 func Memory() linearizability.Factory {
 	return func(clock core.Clock, capacity int) (*linearizability.Backend, error) {
-		return linearizability.SharedBatch(memory.New(memory.WithClock(clock), memory.WithCapacity(capacity))), nil
+		s := memory.New(memory.WithClock(clock), memory.WithCapacity(capacity))
+		b := linearizability.SharedBatch(s)
+		b.Damage = memoryDamage(s)
+		return b, nil
 	}
 }
 
@@ -76,6 +79,7 @@ func Redis(url string) (linearizability.Factory, error) {
 		defer mu.Unlock()
 		idle = append(idle, cs...)
 	}
+	damager := goredis.NewClient(opts) // the damage hooks' own (for the life of the process)
 	return func(clock core.Clock, capacity int) (*linearizability.Backend, error) {
 		prefix := fmt.Sprintf("leasehold-check:%x:%d:", run, historySeq.Add(1))
 		var hmu sync.Mutex
@@ -96,6 +100,8 @@ func Redis(url string) (linearizability.Factory, error) {
 				give(append(used, c))
 				return err
 			},
+			Damage:               redisDamage(damager, prefix),
+			DamageWithoutBatches: true, // an AckBatch with a damaged item is refused whole
 		}, nil
 	}, nil
 }
@@ -136,6 +142,7 @@ func RedisShared(url string) (linearizability.Factory, error) {
 		}
 		b := linearizability.SharedBatch(s)
 		b.Close = func() error { return errors.Join(s.Close(), deletePrefix(c, prefix)) }
+		b.Damage, b.DamageWithoutBatches = redisDamage(c, prefix), true
 		return b, nil
 	}, nil
 }
@@ -167,6 +174,8 @@ func RedisCluster(addrs []string) (linearizability.Factory, error) {
 				defer cancel()
 				return c.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error { return deletePrefix(m, prefix) })
 			},
+			Damage:               redisDamage(c, prefix),
+			DamageWithoutBatches: true,
 		}, nil
 	}, nil
 }
@@ -229,7 +238,10 @@ func SQLite(dir string, mode sqlite.PopMode) (linearizability.Factory, error) {
 			apps = append(apps, app)
 			return &SQLiteStore{Store: s, path: path, holders: &holders, app: app}
 		}
+		damage, closeDamage := sqliteDamage(path)
 		return &linearizability.Backend{
+			Damage:               damage,
+			DamageWithoutBatches: true, // an AckBatch with a damaged item is refused whole
 			Client: func() (core.Store, error) {
 				mu.Lock()
 				defer mu.Unlock()
@@ -252,6 +264,7 @@ func SQLite(dir string, mode sqlite.PopMode) (linearizability.Factory, error) {
 				for _, a := range apps {
 					err = errors.Join(err, a.close())
 				}
+				err = errors.Join(err, closeDamage())
 				if len(stores) == 0 {
 					err = errors.Join(err, first.Close())
 				}

@@ -127,6 +127,7 @@ func Postgres(url string, mode postgres.PopMode) (linearizability.Factory, func(
 				}
 				return errors.Join(err, give(schema))
 			},
+			Damage: postgresDamage(pool, schema),
 		}, nil
 	}
 	return factory, cleanup, nil
