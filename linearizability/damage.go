@@ -29,7 +29,7 @@ import (
 
 // DamageOdds is one in how many plans damages a record: few enough that
 // most histories stay clean.
-const DamageOdds = 8
+const DamageOdds = 6
 
 // drawDamage adds, to one plan in DamageOdds, a DamageTask step at a place
 // of one client's round in the second half of the plan (the tasks exist by
