@@ -62,3 +62,51 @@ func BenchmarkPop(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkWorker runs core.Worker on the store, as a user does: with 1, 8
+// or 64 slots it pops, runs a handler that does nothing, and acknowledges.
+// The queue holds the b.N tasks before the timer starts; ns/op is one task
+// handled and settled.
+func BenchmarkWorker(b *testing.B) {
+	ctx := context.Background()
+	for _, slots := range []int{1, 8, 64} {
+		b.Run(fmt.Sprintf("slots=%d", slots), func(b *testing.B) {
+			s := newStore(b)
+			for i := 0; i < b.N; i += core.MaxBatch {
+				tasks := make([]model.EnqueueArgs, min(core.MaxBatch, b.N-i))
+				for j := range tasks {
+					tasks[j] = model.EnqueueArgs{ID: fmt.Sprintf("task-%08d", i+j), MaxAttempts: 1}
+				}
+				if _, err := s.EnqueueBatch(ctx, core.EnqueueBatchParams{Queue: "bench", Tasks: tasks}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var handled atomic.Int64
+			done := make(chan struct{})
+			w, err := core.NewWorker(s, "bench", func(context.Context, core.Claim, core.Task) ([]byte, error) {
+				if handled.Add(1) == int64(b.N) {
+					close(done)
+				}
+				return nil, nil
+			}, core.WithConcurrency(slots))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			ran := make(chan error, 1)
+			go func() { ran <- w.Run(ctx) }()
+			<-done
+			if err := w.Shutdown(ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			if err := <-ran; err != nil {
+				b.Fatal(err)
+			}
+			if st := w.Stats(); st.Acked != int64(b.N) {
+				b.Fatalf("acked %d of %d", st.Acked, b.N)
+			}
+		})
+	}
+}
