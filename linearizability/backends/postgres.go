@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -26,12 +27,17 @@ import (
 // at the queue's lock, and from one store, which may share a transaction. The stores judge time by the
 // harness's clock (WithClock), not the server's: the checker must know the
 // clock readings an indeterminate op may have used.
+//
+// The run's connections are late now and then (see stallTracer), as a
+// connection of a loaded process is: the statements of one op then meet
+// those of another op at the server in orders a quiet machine rarely shows.
 func Postgres(url string, mode postgres.PopMode) (linearizability.Factory, func() error, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, nil, fmt.Errorf("backends: postgres URL: %w", err)
 	}
 	cfg.MaxConns = 32
+	cfg.ConnConfig.Tracer = stallTracer{}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -132,3 +138,61 @@ func Postgres(url string, mode postgres.PopMode) (linearizability.Factory, func(
 	}
 	return factory, cleanup, nil
 }
+
+// The stalls of stallTracer: one transaction in stallOdds waits a random
+// time below maxStall before its first round trip (BEGIN and the queue's
+// lock) is sent, and the answer of one SELECT run outside a transaction in
+// stallOdds reaches its caller as late.
+const (
+	stallOdds = 2
+	maxStall  = 6 * time.Millisecond
+)
+
+// stallTracer delays the run's statements at two points, as a connection
+// of a loaded process is late: before the round trip that begins a
+// transaction (BEGIN with the statements sent with it), and after a SELECT
+// of its own (a read, which is one statement). The stalls fall between the
+// steps of an operation that reads outside its transaction and then writes
+// in one, and reorder the transactions of different stores at the queue's
+// lock; the statements inside a transaction go out at once, so a stall
+// does not lengthen the time a transaction holds its locks.
+type stallTracer struct{}
+
+func stall(ctx context.Context) {
+	if rand.IntN(stallOdds) != 0 {
+		return
+	}
+	t := time.NewTimer(rand.N(maxStall))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// TraceQueryStart does nothing.
+func (stallTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+
+// TraceQueryEnd stalls the answer of a SELECT run outside a transaction,
+// now and then.
+func (stallTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
+	if data.Err == nil && data.CommandTag.Select() && conn.PgConn().TxStatus() == 'I' {
+		stall(ctx)
+	}
+}
+
+// TraceBatchStart stalls a batch that begins a transaction, now and then.
+func (stallTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
+	if data.Batch != nil && len(data.Batch.QueuedQueries) > 0 && data.Batch.QueuedQueries[0].SQL == "BEGIN" {
+		stall(ctx)
+	}
+	return ctx
+}
+
+// TraceBatchQuery does nothing.
+func (stallTracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+// TraceBatchEnd does nothing.
+func (stallTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
