@@ -42,3 +42,27 @@ func ExampleNew() {
 	// late ack: succeeded <nil>
 	// broker requeue is stale: true
 }
+
+// One damaged record among sound ones: the worker's Pop sets it aside and
+// claims the next task, and the operator finds the poison one quarantined
+// and removes it.
+func ExampleStore_Damage() {
+	ctx := context.Background()
+	store := memory.New()
+	defer store.Close()
+	for _, id := range []string{"poison", "sound"} {
+		_, _ = store.Enqueue(ctx, core.EnqueueParams{Queue: "mail", EnqueueArgs: model.EnqueueArgs{ID: id, MaxAttempts: 3}})
+	}
+	_ = store.Damage(ctx, "mail", "poison")
+
+	popped, _ := store.Pop(ctx, core.PopParams{Queue: "mail", Lease: time.Minute, N: 1})
+	fmt.Println("claimed", popped.Tasks[0].ID)
+	counts, _ := store.Counts(ctx, core.CountsParams{Queue: "mail"})
+	fmt.Println("quarantined", counts.Quarantined)
+	removed, err := store.Remove(ctx, core.InspectParams{Queue: "mail", ID: "poison"})
+	fmt.Println("removed", removed.Task.ID, removed.Task.State, err)
+	// Output:
+	// claimed sound
+	// quarantined 1
+	// removed poison quarantined <nil>
+}
