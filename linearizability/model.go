@@ -351,6 +351,9 @@ func ms(d time.Duration) string {
 
 // describeCall shows the call, for example "Ack(t1 token=7)".
 func describeCall(in *Input, epoch time.Time) string {
+	if in.Tx != nil {
+		return describeTxCall(in, epoch)
+	}
 	if in.Damage {
 		return fmt.Sprintf("%s Damage(%s)", in.Queue, in.ID)
 	}

@@ -129,6 +129,23 @@ func describeTx(in *Input, out *Output, epoch time.Time) string {
 	return fmt.Sprintf("%s Tx[%s] → %s", in.Queue, strings.Join(parts, "; "), end)
 }
 
+// describeTxCall shows a transaction's calls, for example
+// "q0 Tx[q0 Ack(t1 token=3); q0 Enqueue(t2 maxAttempts=1)] commit".
+func describeTxCall(in *Input, epoch time.Time) string {
+	var calls []string
+	for i := range in.Tx.Ops {
+		calls = append(calls, describeCall(&in.Tx.Ops[i], epoch))
+	}
+	if in.Tx.Row != "" {
+		calls = append(calls, "row "+in.Tx.Row)
+	}
+	end := "rollback"
+	if in.Tx.Commit {
+		end = "commit"
+	}
+	return fmt.Sprintf("%s Tx[%s] %s", in.Queue, strings.Join(calls, "; "), end)
+}
+
 // tx runs a Tx step: the client opens the application's transaction,
 // acks a claim it holds in it (Step.Ack, where the adapter can), enqueues
 // N tasks, writes the application's row (Step.Row), and commits, or rolls

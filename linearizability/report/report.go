@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"time"
@@ -225,6 +226,14 @@ func tasksOf(op *linearizability.Operation) []string {
 			ids = append(ids, id)
 		}
 	}
+	if in.Tx != nil { // a transaction is about the tasks of its ops
+		for _, sub := range subOps(op) {
+			for _, id := range tasksOf(&sub) {
+				add(id)
+			}
+		}
+		return ids
+	}
 	switch {
 	case in.Enqueue != nil:
 		add(in.Enqueue.ID)
@@ -275,6 +284,17 @@ func outcome(op *linearizability.Operation) (string, string) {
 // tasksAfter returns the tasks an accepted operation answered with, by ID.
 func tasksAfter(op *linearizability.Operation) map[string]model.Task {
 	out := map[string]model.Task{}
+	if op.Input.Tx != nil {
+		if !op.Input.Tx.Commit {
+			return out // rolled back: no task changed
+		}
+		for _, sub := range subOps(op) {
+			if sub.Output.Err == "" && !sub.Output.Indeterminate {
+				maps.Copy(out, tasksAfter(&sub))
+			}
+		}
+		return out
+	}
 	o := &op.Output
 	if o.Task != nil {
 		out[o.Task.ID] = *o.Task
@@ -288,6 +308,17 @@ func tasksAfter(op *linearizability.Operation) map[string]model.Task {
 	for _, it := range o.Items {
 		if it.Task != nil {
 			out[it.Task.ID] = *it.Task
+		}
+	}
+	return out
+}
+
+// subOps returns the ops of a transaction as operations of their own.
+func subOps(op *linearizability.Operation) []linearizability.Operation {
+	var out []linearizability.Operation
+	for i, in := range op.Input.Tx.Ops {
+		if i < len(op.Output.Tx) {
+			out = append(out, linearizability.Operation{Client: op.Client, Actor: op.Actor, Call: op.Call, Return: op.Return, Input: in, Output: op.Output.Tx[i]})
 		}
 	}
 	return out

@@ -201,3 +201,25 @@ func TestALinearizableHistoryShowsItsClaimsAndGuards(t *testing.T) {
 		}
 	}
 }
+
+// A transaction is drawn on the lanes of the tasks its ops touch: the
+// stale history with its Enqueue made in a committed transaction reads as
+// before.
+func TestATransactionIsDrawnOnItsTasksLanes(t *testing.T) {
+	h := staleHistory(t)
+	op := &h.Operations[0]
+	if op.Input.Op != model.OpEnqueue {
+		t.Fatalf("the first op is %v", op.Input.Op)
+	}
+	op.Input = linearizability.Input{Queue: op.Input.Queue, Op: op.Input.Op, Tx: &linearizability.TxInput{Ops: []linearizability.Input{op.Input}, Commit: true}}
+	op.Output = linearizability.Output{Tx: []linearizability.Output{op.Output}}
+	v := linearizability.Check(h, 10*time.Second)
+	d := Build(h, v, Options{})
+	if d.Result != "Ok" || len(d.Queues) != 1 || len(d.Queues[0].Lanes) != 1 {
+		t.Fatalf("result %s, %d queues", d.Result, len(d.Queues))
+	}
+	l := d.Queues[0].Lanes[0]
+	if len(l.Marks) != 6 || l.Marks[0].Op != "Enqueue" || len(l.Claims) != 2 {
+		t.Errorf("lane %s: marks %+v, claims %+v", l.Task, l.Marks, l.Claims)
+	}
+}
