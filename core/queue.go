@@ -19,6 +19,9 @@ const (
 	MaxPriority = model.MaxPriority
 	// MaxIDLength is the longest task ID, in bytes.
 	MaxIDLength = model.MaxIDLength
+	// MaxUniqueKeyLength is the longest unique key (WithUniqueKey), in
+	// bytes.
+	MaxUniqueKeyLength = model.MaxUniqueKeyLength
 	// MaxDuration bounds a retry delay and an attempt timeout (100 years).
 	MaxDuration = model.MaxDuration
 	// DefaultMaxAttempts is the number of attempts a task gets when Enqueue
@@ -131,11 +134,31 @@ func WithAttemptTimeout(d time.Duration) EnqueueOption {
 	return func(a *enqueueArgs) { a.Timeout = d }
 }
 
+// WithUniqueKey gives the task a unique key (1..MaxUniqueKeyLength bytes;
+// longer is ErrInvalidArgument): while the task holds it, Enqueue of
+// another task of the queue with the same key is refused with a
+// *DuplicateError naming the holder (errors.Is(err, ErrConflict) holds),
+// and changes nothing. The key is held while the task is pending
+// (Scheduled, Ready or Running) unless WithUniqueFor gives a period.
+// Removing or pruning the holder releases it. An empty key is none.
+func WithUniqueKey(key string) EnqueueOption {
+	return func(a *enqueueArgs) { a.UniqueKey = key }
+}
+
+// WithUniqueFor makes the task's unique key (WithUniqueKey, required) held
+// for d from the store's enqueue time, on the store's clock, whatever the
+// task's state: a task that succeeds at once still keeps the key for d. d
+// is 0..MaxDuration (0: while pending; negative is ErrInvalidArgument).
+func WithUniqueFor(d time.Duration) EnqueueOption {
+	return func(a *enqueueArgs) { a.UniqueFor = d }
+}
+
 // Enqueue adds a task with the payload to the queue and returns it as
 // stored: Ready, or Scheduled when it has a run-after time in the future.
 //
 // Errors: ErrInvalidArgument (an option out of range, or WithID("")),
-// ErrConflict (WithID names an existing task), ErrQueueFull, or an error of
+// ErrConflict (WithID names an existing task, or a *DuplicateError:
+// another task holds the WithUniqueKey key), ErrQueueFull, or an error of
 // the store's transport.
 func (q *Queue) Enqueue(ctx context.Context, payload []byte, opts ...EnqueueOption) (task Task, err error) {
 	ctx, span := q.tel.startEnqueue(ctx)

@@ -23,6 +23,10 @@ type (
 	Counts = model.Counts
 	// TransitionError reports an operation that is not legal from a state.
 	TransitionError = model.TransitionError
+	// DuplicateError is the refusal of an Enqueue whose unique key another
+	// task holds (see WithUniqueKey); TaskID names that task, and
+	// errors.Is(err, ErrConflict) holds.
+	DuplicateError = model.DuplicateError
 )
 
 // The states of a task; see the model package for who moves a task out of each.
@@ -53,8 +57,9 @@ var (
 	ErrInvalidTransition = model.ErrInvalidTransition
 	// ErrInvalidArgument: an argument is out of range.
 	ErrInvalidArgument = model.ErrInvalidArgument
-	// ErrConflict: the ID is taken, or the task changed since the version the
-	// caller expected.
+	// ErrConflict: the ID is taken, the unique key is held by another task
+	// (a *DuplicateError), or the task changed since the version the caller
+	// expected.
 	ErrConflict = model.ErrConflict
 	// ErrQueueFull: the queue holds as many pending tasks as it may.
 	ErrQueueFull = model.ErrQueueFull

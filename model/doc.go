@@ -89,6 +89,31 @@
 // stale, no index leads anyone to the task, and no retry policy is asked:
 // it is never acked, retried or requeued afterwards.
 //
+// # Unique keys
+//
+// An Enqueue may name a unique key (EnqueueArgs.UniqueKey, per queue): the
+// task is refused with a [*DuplicateError] (errors.Is with [ErrConflict]),
+// changing nothing and naming the task that holds the key, if another task
+// holds it; else the task takes the key and becomes its holder. The hold
+// lasts, by default, while the holder is pending (Scheduled, Ready or
+// Running): its Ack, Fail, Cancel or Finalize releases the key. With a
+// period (EnqueueArgs.UniqueFor) it lasts from the store's enqueue time for
+// that long, on the store's clock (Task.UniqueUntil), whatever the state.
+// Removing or pruning the holder releases the key at once, and a record set
+// aside as Quarantined holds none: nothing of it can be trusted, its key
+// included, and it never runs, so it would only block the key until an
+// operator removed it.
+//
+// A key has one holder, its last taker ([Queue.KeyHolder]): the holder is
+// kept in an index (key → ID) every store keeps too, and a task that is not
+// the last taker holds nothing. So a task an operator requeues holds its
+// key again only if no other task took it meanwhile; two tasks never hold
+// one key. The ID check comes first (an ID that exists is ErrConflict
+// whatever the key), then the key, then the capacity. A task without a key
+// costs nothing: no index is read or written for it, and its transitions
+// never look at keys (a hold is judged from the holder's state when the key
+// is next asked for, so no Ack, Fail or Cancel writes anything for it).
+//
 // # Damaged records
 //
 // A store may hold a record it cannot read: a field that does not parse, an

@@ -21,7 +21,7 @@ var (
 	// lease, unknown state, zero token, ...).
 	ErrInvalidArgument = errors.New("leasehold: invalid argument")
 	// ErrConflict: the task is not as the caller expected. Enqueue: the ID is
-	// taken. Inspector actions with an expected version: the task changed since
+	// taken, or another task holds the unique key (a *DuplicateError). Inspector actions with an expected version: the task changed since
 	// the operator saw it.
 	ErrConflict = errors.New("leasehold: conflict")
 	// ErrQueueFull: Enqueue would take the queue past its capacity of pending
@@ -47,6 +47,23 @@ var (
 func cancelled(id string) error {
 	return fmt.Errorf("%w: %w: task %q was cancelled by an operator", ErrCancelled, ErrStaleClaim, id)
 }
+
+// DuplicateError is the refusal of an Enqueue (or an EnqueueBatch item)
+// whose unique key another task holds: TaskID names that task. It changes
+// nothing. errors.Is(err, ErrConflict) holds for it; errors.As finds the
+// holder.
+type DuplicateError struct {
+	Key    string
+	TaskID string
+}
+
+// Error names the key and the task that holds it.
+func (e *DuplicateError) Error() string {
+	return fmt.Sprintf("%v: unique key %q is held by task %q", ErrConflict, e.Key, e.TaskID)
+}
+
+// Unwrap returns ErrConflict.
+func (e *DuplicateError) Unwrap() error { return ErrConflict }
 
 // TransitionError reports an operation that is not legal from a task's state.
 // errors.Is(err, ErrInvalidTransition) holds for it.

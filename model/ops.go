@@ -16,18 +16,33 @@ type EnqueueArgs struct {
 	// Timeout is the attempt timeout stored with the task, 0..MaxDuration;
 	// 0: none (the worker's own applies).
 	Timeout time.Duration
+	// UniqueKey, when not empty (at most MaxUniqueKeyLength bytes), is a
+	// key no other task of the queue may hold while this one does: see
+	// "Unique keys" in the package documentation.
+	UniqueKey string
+	// UniqueFor is how long the key is held: 0, while the task is pending
+	// (Scheduled, Ready or Running); else from the store's enqueue time for
+	// that long (0..MaxDuration), whatever the task's state. It needs a
+	// UniqueKey.
+	UniqueFor time.Duration
 }
 
 // Enqueue adds a task. It is Scheduled if RunAfter is after now, else Ready.
+// A task given a UniqueKey takes it: it becomes the key's holder.
 //
-// Errors: ErrInvalidArgument, ErrConflict (the ID exists, in any state),
-// ErrQueueFull.
+// Errors: ErrInvalidArgument, ErrConflict (the ID exists, in any state; or
+// a *DuplicateError: another task holds the unique key), ErrQueueFull.
 func (q Queue) Enqueue(now time.Time, a EnqueueArgs) (Queue, Task, error) {
 	if err := ValidateEnqueue(a); err != nil {
 		return q, Task{}, err
 	}
 	if _, exists := q.tasks.Get(a.ID); exists {
 		return q, Task{}, fmt.Errorf("%w: task %q already exists", ErrConflict, a.ID)
+	}
+	if a.UniqueKey != "" {
+		if h, held := q.KeyHolder(now, a.UniqueKey); held {
+			return q, Task{}, &DuplicateError{Key: a.UniqueKey, TaskID: h}
+		}
 	}
 	if q.capacity > 0 && q.counts.Pending() >= q.capacity {
 		return q, Task{}, fmt.Errorf("%w: %d pending tasks", ErrQueueFull, q.capacity)
@@ -42,9 +57,42 @@ func (q Queue) Enqueue(now time.Time, a EnqueueArgs) (Queue, Task, error) {
 		Timeout:     a.Timeout,
 		Version:     v,
 		EnqueuedAt:  now,
+		UniqueKey:   a.UniqueKey,
+		UniqueUntil: UniqueUntil(now, a.UniqueFor),
 	}
 	t.queueAt(now, Round(a.RunAfter))
-	return next.index(&t), t, nil
+	next = next.index(&t)
+	if a.UniqueKey != "" {
+		next.keys = next.keys.Put(a.UniqueKey, a.ID)
+	}
+	return next, t, nil
+}
+
+// UniqueUntil is the UniqueUntil that Enqueue gives a task enqueued on the
+// store's clock reading now with the hold period d: now + d, rounded as
+// every instant is, and unset for d = 0 (the key is held while the task is
+// pending).
+func UniqueUntil(now time.Time, d time.Duration) time.Time {
+	if d <= 0 {
+		return time.Time{}
+	}
+	return Round(now.Add(d))
+}
+
+// KeyHolder returns the ID of the task that holds the unique key at now,
+// and whether one does: the key's last taker (the last task enqueued with
+// it), if that task still exists, is not set aside, still carries the key,
+// and its hold has not ended (Task.HoldsKey).
+func (q Queue) KeyHolder(now time.Time, key string) (string, bool) {
+	id, ok := q.keys.Get(key)
+	if !ok {
+		return "", false
+	}
+	t, ok := q.tasks.Get(id)
+	if !ok || t.UniqueKey != key || !t.HoldsKey(now) {
+		return "", false
+	}
+	return id, true
 }
 
 // Promote makes Ready every Scheduled task whose RunAfter is at or before now,
@@ -318,13 +366,13 @@ func (q Queue) Remove(id string, expect uint64) (Queue, Task, error) {
 		if expect != 0 {
 			return q, Task{}, fmt.Errorf("%w: task %q is damaged: its version cannot be read", ErrConflict, id)
 		}
-		return q.unindex(t).forget(id), quarantined(t), nil
+		return q.unindex(t).forget(id).release(t), quarantined(t), nil
 	}
 	t, err := q.inspected(OpRemove, id, expect)
 	if err != nil {
 		return q, Task{}, err
 	}
-	return q.unindex(t), *t, nil
+	return q.unindex(t).release(t), *t, nil
 }
 
 // Prune deletes terminal tasks in the given states whose FinishedAt is before
@@ -356,7 +404,7 @@ func (q Queue) Prune(states []State, before time.Time, limit int) (Queue, []stri
 	})
 	ids := make([]string, 0, len(doomed))
 	for _, t := range doomed {
-		q = q.unindex(t).forget(t.ID)
+		q = q.unindex(t).forget(t.ID).release(t)
 		ids = append(ids, t.ID)
 	}
 	return q, ids, nil

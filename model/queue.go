@@ -20,6 +20,7 @@ type Queue struct {
 	tasks   tree[*Task]                 // by ID; the *Task is never mutated
 	byState [Quarantined + 1]tree[bool] // per state, by ID (for List)
 	damaged tree[bool]                  // IDs of damaged records not yet set aside (see Damage)
+	keys    tree[string]                // unique key -> ID of its last taker (see KeyHolder)
 
 	// Order indexes: key -> task ID.
 	ready     tree[string] // (priority desc, Version asc): Pop order
@@ -131,10 +132,15 @@ func (q Queue) Tasks() []Task {
 // and the same sequence.
 func (q Queue) Equal(r Queue) bool {
 	if q.name != r.name || q.capacity != r.capacity || q.seq != r.seq || q.paused != r.paused || q.counts != r.counts ||
-		q.tasks.Len() != r.tasks.Len() || q.damaged.Len() != r.damaged.Len() {
+		q.tasks.Len() != r.tasks.Len() || q.damaged.Len() != r.damaged.Len() || q.keys.Len() != r.keys.Len() {
 		return false
 	}
 	equal := true
+	q.keys.Ascend("", func(k string, id string) bool {
+		v, ok := r.keys.Get(k)
+		equal = ok && v == id
+		return equal
+	})
 	q.tasks.Ascend("", func(id string, t *Task) bool {
 		u, ok := r.tasks.Get(id)
 		equal = ok && (t == u || t.Equal(*u)) && q.isDamaged(id) == r.isDamaged(id)
@@ -310,6 +316,17 @@ func (q Queue) setAside(t *Task) Queue {
 	q.damaged = q.damaged.Delete(t.ID)
 	n := quarantined(t)
 	return q.unindex(t).index(&n)
+}
+
+// release drops the key index's entry of t's unique key when t is its
+// holder (t was deleted).
+func (q Queue) release(t *Task) Queue {
+	if t.UniqueKey != "" {
+		if id, ok := q.keys.Get(t.UniqueKey); ok && id == t.ID {
+			q.keys = q.keys.Delete(t.UniqueKey)
+		}
+	}
+	return q
 }
 
 // forget drops id from the damaged set (the record was deleted).

@@ -79,7 +79,26 @@ func ValidateEnqueue(a EnqueueArgs) error {
 	if err := ValidateTime("run-after time", a.RunAfter); err != nil {
 		return err
 	}
-	return ValidateTimeout(a.Timeout)
+	if err := ValidateTimeout(a.Timeout); err != nil {
+		return err
+	}
+	return ValidateUnique(a.UniqueKey, a.UniqueFor)
+}
+
+// ValidateUnique returns ErrInvalidArgument unless the unique key has at
+// most MaxUniqueKeyLength bytes and its hold period is within
+// 0..MaxDuration, and 0 when there is no key.
+func ValidateUnique(key string, d time.Duration) error {
+	if len(key) > MaxUniqueKeyLength {
+		return invalid("unique key of %d bytes, more than %d", len(key), MaxUniqueKeyLength)
+	}
+	if d < 0 || d > MaxDuration {
+		return invalid("unique period %v outside 0..%v", d, MaxDuration)
+	}
+	if d != 0 && key == "" {
+		return invalid("unique period %v without a unique key", d)
+	}
+	return nil
 }
 
 // MinTime and MaxTime bound every instant a task keeps: (2^53 - 1)

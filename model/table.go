@@ -91,7 +91,7 @@ const (
 // package reads it (see legal), so the code cannot disagree with it.
 var transitions = []Transition{
 	{OpEnqueue, Producer, 0, []State{Ready, Scheduled}, false, GuardNewID, ErrConflict,
-		stampVersion + "; Attempt = 0; EnqueuedAt = now; " + byRunAfter + "; ErrQueueFull when pending tasks reach the capacity"},
+		stampVersion + "; Attempt = 0; EnqueuedAt = now; " + byRunAfter + "; UniqueKey taken, UniqueUntil = now + period (a *DuplicateError, ErrConflict, when another task holds the key); ErrQueueFull when pending tasks reach the capacity"},
 	{OpPromote, Mover, Scheduled, []State{Ready}, false, GuardDue, nil,
 		stampVersion + "; in order of RunAfter, then ID"},
 	{OpPop, Worker, Ready, []State{Running}, false, GuardFirstInLine, nil,

@@ -13,6 +13,8 @@ const (
 	// MinPriority and MaxPriority bound Task.Priority. Higher runs first.
 	MinPriority = -1 << 15
 	MaxPriority = 1<<15 - 1
+	// MaxUniqueKeyLength is the longest unique key, in bytes.
+	MaxUniqueKeyLength = 256
 	// MaxBatch bounds a Pop batch, a List page and the items of an
 	// EnqueueBatch or AckBatch.
 	MaxBatch = 1000
@@ -60,6 +62,12 @@ type Task struct {
 	// Quarantine says why the store set the record aside; set only in
 	// state Quarantined, whose records carry nothing else but Queue and ID.
 	Quarantine string
+	// UniqueKey is the unique key the task was enqueued with ("" for none)
+	// and UniqueUntil the end of its hold when it was given a period (zero:
+	// held while the task is pending). Set by Enqueue and kept by every
+	// transition; see HoldsKey.
+	UniqueKey   string
+	UniqueUntil time.Time
 }
 
 // TaskError is one entry in a task's error history.
@@ -127,9 +135,25 @@ func (t Task) Equal(u Task) bool {
 		t.EnqueuedAt.Equal(u.EnqueuedAt) && t.RunAfter.Equal(u.RunAfter) &&
 		t.ClaimedAt.Equal(u.ClaimedAt) && t.Deadline.Equal(u.Deadline) &&
 		t.FinishedAt.Equal(u.FinishedAt) && bytes.Equal(t.Result, u.Result) && t.Quarantine == u.Quarantine &&
+		t.UniqueKey == u.UniqueKey && t.UniqueUntil.Equal(u.UniqueUntil) &&
 		slices.EqualFunc(t.Errors, u.Errors, func(a, b TaskError) bool {
 			return a.Attempt == b.Attempt && a.At.Equal(b.At) && a.Message == b.Message && a.LeaseExpired == b.LeaseExpired && a.Cancelled == b.Cancelled
 		})
+}
+
+// HoldsKey reports whether the task's hold of its unique key lasts at now,
+// were it the key's holder: with a period (UniqueUntil set), while now is
+// before UniqueUntil, whatever the state; without one, while the task is
+// pending (Scheduled, Ready or Running). A task without a key, and a record
+// set aside (Quarantined), holds none.
+func (t Task) HoldsKey(now time.Time) bool {
+	switch {
+	case t.UniqueKey == "" || t.State == Quarantined:
+		return false
+	case !t.UniqueUntil.IsZero():
+		return now.Before(t.UniqueUntil)
+	}
+	return t.State.Valid() && !t.State.Terminal()
 }
 
 // Cancelled reports whether an operator's Cancel decided the task: it is
