@@ -33,6 +33,13 @@ func sameError(got, want error) bool {
 	if errors.As(want, &wt) {
 		return errors.As(got, &gt) && gt.Op == wt.Op && gt.State == wt.State
 	}
+	var gd, wd *model.DuplicateError
+	if errors.As(got, &gd) != errors.As(want, &wd) {
+		return false // a held key told apart from a taken ID
+	}
+	if wd != nil {
+		return gd.Key == wd.Key && gd.TaskID == wd.TaskID
+	}
 	if model.Kind(want) == nil {
 		return errors.Is(got, want) || errors.Is(want, got) || got.Error() == want.Error()
 	}
@@ -48,6 +55,10 @@ func describeError(err error) string {
 	var te *model.TransitionError
 	if errors.As(err, &te) {
 		return fmt.Sprintf("invalid transition (%v from %v)", te.Op, te.State)
+	}
+	var de *model.DuplicateError
+	if errors.As(err, &de) {
+		return fmt.Sprintf("duplicate (key %q held by %q)", de.Key, de.TaskID)
 	}
 	if k := model.Kind(err); k != nil {
 		return strings.TrimPrefix(k.Error(), "leasehold: ")
@@ -70,10 +81,14 @@ func formatTask(t core.Task) string {
 	for _, e := range t.Errors {
 		errs = append(errs, fmt.Sprintf("{attempt %d at %s %q lease=%v}", e.Attempt, formatTime(e.At), e.Message, e.LeaseExpired))
 	}
-	return fmt.Sprintf("%s/%s %v version=%d token=%d attempt=%d/%d timeout=%v priority=%d payload=%q result=%q enqueued=%s runAfter=%s claimed=%s deadline=%s finished=%s errors=[%s]",
+	unique := ""
+	if t.UniqueKey != "" {
+		unique = fmt.Sprintf(" key=%q until=%s", t.UniqueKey, formatTime(t.UniqueUntil))
+	}
+	return fmt.Sprintf("%s/%s %v version=%d token=%d attempt=%d/%d timeout=%v priority=%d payload=%q result=%q enqueued=%s runAfter=%s claimed=%s deadline=%s finished=%s%s errors=[%s]",
 		t.Queue, t.ID, t.State, t.Version, t.ClaimToken, t.Attempt, t.MaxAttempts, t.Timeout, t.Priority, t.Payload, t.Result,
 		formatTime(t.EnqueuedAt), formatTime(t.RunAfter), formatTime(t.ClaimedAt), formatTime(t.Deadline), formatTime(t.FinishedAt),
-		strings.Join(errs, " "))
+		unique, strings.Join(errs, " "))
 }
 
 // diffError compares the error halves of two answers. It returns "" when they

@@ -62,6 +62,9 @@ type Step struct {
 	Expect string
 	// Priority and MaxAttempts are Enqueue's (MaxAttempts 0 means 3).
 	Priority, MaxAttempts int
+	// Key and KeyFor are Enqueue's unique key and its hold period.
+	Key    string
+	KeyFor time.Duration
 	// Delay sets RunAfter = now + Delay for Enqueue (0 leaves RunAfter
 	// zero: run at once); it is the retry delay of Retry, Requeue and
 	// RecoverExpired, which the store adds to its own clock, and Prune
@@ -142,6 +145,12 @@ func (s Step) then(facts ...string) Step  { s.Then = append(s.Then, facts...); r
 func (s Step) delay(d time.Duration) Step { s.Delay = d; return s }
 func (s Step) attempts(n int) Step        { s.MaxAttempts = n; return s }
 func (s Step) text(t string) Step         { s.Text = t; return s }
+func (s Step) key(k string) Step          { s.Key = k; return s }
+func (s Step) keyFor(k string, d time.Duration) Step {
+	s.Key, s.KeyFor = k, d
+	return s
+}
+func duplicate(key, holder string) error { return &model.DuplicateError{Key: key, TaskID: holder} }
 func invalidTransition(op model.Op, from model.State) error {
 	return &model.TransitionError{Op: op, State: from}
 }
@@ -254,6 +263,7 @@ func (r *scenarioRun) step(where string, st Step) {
 		}
 		_, err = r.s.Enqueue(ctx, core.EnqueueParams{Queue: q, EnqueueArgs: model.EnqueueArgs{
 			ID: st.ID, Payload: []byte("payload of " + st.ID), Priority: st.Priority, RunAfter: runAfter, MaxAttempts: attempts,
+			UniqueKey: st.Key, UniqueFor: st.KeyFor,
 		}})
 	case model.OpPromote:
 		var res core.IDsResult
@@ -529,6 +539,12 @@ func (s Step) action() string {
 		}
 		if s.MaxAttempts != 0 {
 			fmt.Fprintf(&b, " allowing %d attempts", s.MaxAttempts)
+		}
+		if s.Key != "" {
+			fmt.Fprintf(&b, " with unique key %q", s.Key)
+			if s.KeyFor > 0 {
+				fmt.Fprintf(&b, " held for %s", humanDuration(s.KeyFor))
+			}
 		}
 		at()
 	case model.OpPromote:

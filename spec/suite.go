@@ -32,17 +32,17 @@ func Run(t *testing.T, h Harness) {
 			t.Run(sc.Name, func(t *testing.T) { PlayScenario(t, h, sc) })
 		}
 	})
-	for _, cases := range [][]suiteCase{suite, inspectorSuite, contractSuite, batchSuite, rangeSuite} {
+	for _, cases := range [][]suiteCase{suite, inspectorSuite, contractSuite, batchSuite, rangeSuite, uniqueSuite} {
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) { c.run(newEnv(t, h, c.capacity)) })
 		}
 	}
 	if h.Damage != nil {
-		for _, c := range damageSuite {
+		for _, c := range append(damageSuite[:len(damageSuite):len(damageSuite)], uniqueDamageSuite...) {
 			t.Run(c.name, func(t *testing.T) { c.run(newEnv(t, h, c.capacity)) })
 		}
 	}
-	for _, c := range append(concurrentSuite[:len(concurrentSuite):len(concurrentSuite)], concurrentBatchSuite...) {
+	for _, c := range append(append(concurrentSuite[:len(concurrentSuite):len(concurrentSuite)], concurrentBatchSuite...), uniqueConcurrentSuite...) {
 		t.Run(c.name, func(t *testing.T) { c.run(t, h) })
 	}
 }

@@ -366,6 +366,12 @@ func describeEnqueue(p core.EnqueueParams) string {
 	if p.Timeout != 0 {
 		fmt.Fprintf(&b, " timeout=%v", p.Timeout)
 	}
+	if p.UniqueKey != "" {
+		fmt.Fprintf(&b, " key=%q", p.UniqueKey)
+	}
+	if p.UniqueFor != 0 {
+		fmt.Fprintf(&b, " uniqueFor=%v", p.UniqueFor)
+	}
 	fmt.Fprintf(&b, " maxAttempts=%d payload=%q)", p.MaxAttempts, p.Payload)
 	return b.String()
 }

@@ -37,6 +37,7 @@ type queue struct {
 	scheduled btree[timeItem]                      // (RunAfter, ID): Promote
 	running   btree[timeItem]                      // (Deadline, ID): ClaimExpired, RecoverExpired
 	finished  btree[timeItem]                      // (FinishedAt, ID): Prune
+	keys      map[string]string                    // unique key -> ID of its last taker (model.Queue.KeyHolder)
 }
 
 // task is a task as the queue keeps it, with its handle: its index in the
@@ -163,7 +164,7 @@ func newQueue(name string, capacity int) *queue {
 // close marks the queue closed and lets its tasks go.
 func (q *queue) close() {
 	q.closed = true
-	q.tasks, q.slab, q.free = nil, nil, nil
+	q.tasks, q.slab, q.free, q.keys = nil, nil, nil, nil
 	q.byState = [model.Quarantined + 1]btree[idItem]{}
 	q.ready = btree[readyItem]{}
 	q.scheduled, q.running, q.finished = btree[timeItem]{}, btree[timeItem]{}, btree[timeItem]{}
@@ -277,6 +278,11 @@ func (q *queue) enqueue(now time.Time, a model.EnqueueArgs) (model.Task, error) 
 	if _, exists := q.tasks[a.ID]; exists {
 		return model.Task{}, fmt.Errorf("%w: task %q already exists", model.ErrConflict, a.ID)
 	}
+	if a.UniqueKey != "" {
+		if h, held := q.keyHolder(now, a.UniqueKey); held {
+			return model.Task{}, &model.DuplicateError{Key: a.UniqueKey, TaskID: h}
+		}
+	}
 	if q.capacity > 0 && q.counts.Pending() >= q.capacity {
 		return model.Task{}, fmt.Errorf("%w: %d pending tasks", model.ErrQueueFull, q.capacity)
 	}
@@ -289,11 +295,41 @@ func (q *queue) enqueue(now time.Time, a model.EnqueueArgs) (model.Task, error) 
 		Timeout:     a.Timeout,
 		Version:     q.stamp(),
 		EnqueuedAt:  now,
+		UniqueKey:   a.UniqueKey,
+		UniqueUntil: model.UniqueUntil(now, a.UniqueFor),
 	}}
 	queueAt(t, now, instant(a.RunAfter))
 	q.add(t)
 	q.index(t)
+	if a.UniqueKey != "" {
+		if q.keys == nil {
+			q.keys = map[string]string{}
+		}
+		q.keys[a.UniqueKey] = a.ID
+	}
 	return snapshot(t), nil
+}
+
+// keyHolder returns the task that holds the unique key at now, if one does
+// (model.Queue.KeyHolder).
+func (q *queue) keyHolder(now time.Time, key string) (string, bool) {
+	id, ok := q.keys[key]
+	if !ok {
+		return "", false
+	}
+	t, ok := q.tasks[id]
+	if !ok || t.UniqueKey != key || !t.HoldsKey(now) {
+		return "", false
+	}
+	return id, true
+}
+
+// release drops the key index's entry of t's unique key when t is its
+// holder (t is being deleted).
+func (q *queue) release(t *task) {
+	if t.UniqueKey != "" && q.keys[t.UniqueKey] == t.ID {
+		delete(q.keys, t.UniqueKey)
+	}
 }
 
 func (q *queue) promote(now time.Time, limit int) ([]string, error) {
@@ -554,6 +590,7 @@ func (q *queue) remove(id string, expect uint64) (model.Task, error) {
 			return model.Task{}, fmt.Errorf("%w: task %q is damaged: its version cannot be read", model.ErrConflict, id)
 		}
 		q.unindex(t)
+		q.release(t)
 		q.drop(t)
 		return quarantined(t), nil
 	}
@@ -562,6 +599,7 @@ func (q *queue) remove(id string, expect uint64) (model.Task, error) {
 		return model.Task{}, err
 	}
 	q.unindex(t)
+	q.release(t)
 	q.drop(t)
 	return t.Task, nil // the store keeps no reference to t's slices any more
 }
@@ -591,6 +629,7 @@ func (q *queue) prune(states []model.State, before time.Time, limit int) ([]stri
 	ids := make([]string, 0, len(doomed))
 	for _, t := range doomed {
 		q.unindex(t)
+		q.release(t)
 		q.drop(t)
 		ids = append(ids, t.ID)
 	}
