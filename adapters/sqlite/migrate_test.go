@@ -342,3 +342,53 @@ func TestOpenMigratesASchemaVersion4DatabaseWithoutTheStateIndex(t *testing.T) {
 		t.Fatalf("List(succeeded) after the ack = %+v, %v", res.Tasks, err)
 	}
 }
+
+// A database of schema version 5 opens at version 6: its tasks have no
+// unique key and hold none, and the tasks enqueued after take, hold and
+// release keys.
+func TestOpenMigratesASchemaVersion5DatabaseToUniqueKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v5.db")
+	db := rawDB(t, path)
+	execSQL(t, db, `PRAGMA journal_mode = WAL`)
+	for _, m := range sqlite.Migrations[:5] {
+		execSQL(t, db, m)
+	}
+	enqueued := spec.Epoch.UnixMicro()
+	execSQL(t, db, `INSERT INTO queues (name, seq) VALUES ('q', 1)`)
+	execSQL(t, db, `INSERT INTO tasks (queue, id, payload, priority, state, attempt, max_attempts, version, claim_token, enqueued_at)
+		VALUES ('q', 'old', X'7031', 0, 2, 0, 3, 1, 0, ?)`, enqueued)
+	execSQL(t, db, fmt.Sprintf(`PRAGMA application_id = %d; PRAGMA user_version = 5`, sqlite.ApplicationID))
+	db.Close()
+
+	clock := core.NewFakeClock(spec.Epoch)
+	s := openStore(t, path, sqlite.WithClock(clock))
+	got, err := s.Get(ctx, core.GetParams{Queue: "q", ID: "old"})
+	if err != nil || got.UniqueKey != "" || !got.UniqueUntil.IsZero() || got.State != core.Ready {
+		t.Fatalf("after migrating, Get = %+v, %v", got, err)
+	}
+	var version int
+	if err := rawDB(t, path).QueryRow(`PRAGMA user_version`).Scan(&version); err != nil || version != sqlite.SchemaVersion {
+		t.Fatalf("user_version = %d (%v), want %d", version, err, sqlite.SchemaVersion)
+	}
+	enq := func(id string) error {
+		_, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "q", EnqueueArgs: model.EnqueueArgs{ID: id, MaxAttempts: 1, UniqueKey: "k"}})
+		return err
+	}
+	if err := enq("a"); err != nil {
+		t.Fatalf("Enqueue with a key after migrating: %v", err)
+	}
+	var d *core.DuplicateError
+	if err := enq("b"); !errors.As(err, &d) || d.TaskID != "a" {
+		t.Fatalf("a second Enqueue of the key: %v, want a duplicate held by a", err)
+	}
+	if _, err := s.Remove(ctx, core.InspectParams{Queue: "q", ID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	var entries int
+	if err := rawDB(t, path).QueryRow(`SELECT count(*) FROM unique_keys`).Scan(&entries); err != nil || entries != 0 {
+		t.Fatalf("%d key entries after the holder was removed (%v), want 0", entries, err)
+	}
+	if err := enq("b"); err != nil {
+		t.Fatalf("Enqueue after the holder was removed: %v", err)
+	}
+}

@@ -260,12 +260,26 @@ func (s *Store) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskRes
 
 // enqueue adds one task whose arguments are valid, with version v (0: the
 // sequence's next value, which the caller then draws), and the model's
-// checks in its order: the ID is free, then the queue has room.
+// checks in its order: the ID is free, then no other task holds the unique
+// key (only for a task that has one), then the queue has room.
 // *pending is the queue's number of pending tasks, -1 when not counted yet;
 // enqueue counts them when it needs to and keeps the count up to date. A
 // refused task writes nothing.
 func (t tx) enqueue(queue string, a model.EnqueueArgs, now time.Time, v int64, pending *int) (model.Task, error) {
 	conflict := func() error { return fmt.Errorf("%w: task %q already exists", core.ErrConflict, a.ID) }
+	if a.UniqueKey != "" {
+		switch _, _, _, found, err := t.probe(queue, a.ID); {
+		case errors.Is(err, core.ErrCorrupt) || found:
+			return model.Task{}, conflict()
+		case err != nil:
+			return model.Task{}, err
+		}
+		if holder, held, err := t.keyHolder(queue, a.UniqueKey, now); err != nil {
+			return model.Task{}, err
+		} else if held {
+			return model.Task{}, &model.DuplicateError{Key: a.UniqueKey, TaskID: holder}
+		}
+	}
 	if capacity := t.s.capacity; capacity > 0 {
 		if *pending < 0 {
 			if err := t.queryRow(sqlPending, queue, capacity).Scan(pending); err != nil {
@@ -285,6 +299,7 @@ func (t tx) enqueue(queue string, a model.EnqueueArgs, now time.Time, v int64, p
 	task := model.Task{
 		Queue: queue, ID: a.ID, Payload: clone(a.Payload), Priority: a.Priority,
 		MaxAttempts: a.MaxAttempts, Timeout: a.Timeout, Version: uint64(v), EnqueuedAt: now,
+		UniqueKey: a.UniqueKey, UniqueUntil: model.UniqueUntil(now, a.UniqueFor),
 	}
 	task.RunAfter = model.Round(a.RunAfter)
 	task.State = queuedState(now, task.RunAfter)
@@ -301,10 +316,39 @@ func (t tx) enqueue(queue string, a model.EnqueueArgs, now time.Time, v int64, p
 	} else if n == 0 {
 		return model.Task{}, conflict()
 	}
+	if a.UniqueKey != "" {
+		if _, err := t.exec(sqlTakeKey, queue, a.UniqueKey, a.ID); err != nil {
+			return model.Task{}, err
+		}
+	}
 	if *pending >= 0 {
 		*pending++
 	}
 	return task, nil
+}
+
+// keyHolder returns the task that holds the unique key at now, if one does
+// (model.Queue.KeyHolder): the key's last taker, if it still exists, is not
+// set aside, carries the key and its hold lasts. A holder whose columns do
+// not parse holds nothing.
+func (t tx) keyHolder(queue, key string, now time.Time) (string, bool, error) {
+	var id, state, k, until any
+	err := t.queryRow(sqlKeyHolder, queue, key).Scan(&id, &state, &k, &until)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	if !validState(state) || k == nil {
+		return "", false, nil
+	}
+	d := decoder{raw: []any{id, k, until}}
+	holder := model.Task{ID: d.text(0, "task_id"), State: model.State(state.(int64)), UniqueKey: d.text(1, "unique_key"), UniqueUntil: d.time(2, "unique_until")}
+	if d.err != nil || holder.UniqueKey != key || !holder.HoldsKey(now) {
+		return "", false, nil
+	}
+	return holder.ID, true, nil
 }
 
 // Promote implements core.Store.

@@ -19,10 +19,10 @@ import (
 // storedColumns are those a task written from Go fills (insertTaskSQL);
 // the last column, quarantine, is set only when a record is set aside.
 const (
-	storedColumns    = `queue, id, payload, priority, state, attempt, max_attempts, version, claim_token, enqueued_at, run_after, claimed_at, deadline, finished_at, errors, result, timeout_ns`
+	storedColumns    = `queue, id, payload, priority, state, attempt, max_attempts, version, claim_token, enqueued_at, run_after, claimed_at, deadline, finished_at, errors, result, timeout_ns, unique_key, unique_until`
 	taskColumns      = storedColumns + `, quarantine`
-	qualifiedColumns = `tasks.queue, tasks.id, tasks.payload, tasks.priority, tasks.state, tasks.attempt, tasks.max_attempts, tasks.version, tasks.claim_token, tasks.enqueued_at, tasks.run_after, tasks.claimed_at, tasks.deadline, tasks.finished_at, tasks.errors, tasks.result, tasks.timeout_ns, tasks.quarantine`
-	numColumns       = 18
+	qualifiedColumns = `tasks.queue, tasks.id, tasks.payload, tasks.priority, tasks.state, tasks.attempt, tasks.max_attempts, tasks.version, tasks.claim_token, tasks.enqueued_at, tasks.run_after, tasks.claimed_at, tasks.deadline, tasks.finished_at, tasks.errors, tasks.result, tasks.timeout_ns, tasks.unique_key, tasks.unique_until, tasks.quarantine`
+	numColumns       = 20
 )
 
 // errorEntry is one element of the JSON array in the errors column.
@@ -81,7 +81,7 @@ func decodeTask(raw [numColumns]any) (model.Task, error) {
 	t.Queue = d.text(0, "queue")
 	t.ID = d.text(1, "id")
 	if d.err == nil && !validState(raw[4]) {
-		return quarantinedTask(t.Queue, t.ID, raw[4], raw[17]), nil
+		return quarantinedTask(t.Queue, t.ID, raw[4], raw[19]), nil
 	}
 	t.Payload = d.bytes(2, "payload")
 	t.Priority = d.int(3, "priority", model.MinPriority, model.MaxPriority)
@@ -98,6 +98,10 @@ func decodeTask(raw [numColumns]any) (model.Task, error) {
 	t.Errors = d.errors(14, "errors")
 	t.Result = d.bytes(15, "result")
 	t.Timeout = time.Duration(d.int(16, "timeout_ns", 0, int64(model.MaxDuration)))
+	if raw[17] != nil {
+		t.UniqueKey = d.text(17, "unique_key")
+	}
+	t.UniqueUntil = d.time(18, "unique_until")
 	if d.err != nil {
 		if t.ID != "" && t.Queue != "" {
 			return model.Task{}, &damagedError{queue: t.Queue, id: t.ID, reason: d.err.Error()}

@@ -18,7 +18,7 @@ const applicationID = 0x4C534844
 // SchemaVersion is the schema this package writes, kept in PRAGMA
 // user_version. Open migrates older leasehold databases forward and refuses
 // newer ones.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // migrations[i] brings a database from schema version i to i+1.
 var migrations = []string{
@@ -77,6 +77,23 @@ CREATE INDEX tasks_state     ON tasks (queue, state, id);
 	// transition enters or leaves.
 	`DROP INDEX tasks_state;
 CREATE INDEX tasks_other ON tasks (queue, id) WHERE ` + otherStates + `;`,
+	// 5 -> 6: unique keys. A task keeps its key (NULL: none) and the end of
+	// its hold (NULL: while pending); unique_keys names each key's last
+	// taker, and deleting the taker deletes its entry (a task without a key
+	// pays nothing: the trigger's WHEN skips it).
+	`
+ALTER TABLE tasks ADD COLUMN unique_key TEXT;
+ALTER TABLE tasks ADD COLUMN unique_until INTEGER;
+CREATE TABLE unique_keys (
+  queue   TEXT NOT NULL,
+  key     TEXT NOT NULL,
+  task_id TEXT NOT NULL,
+  PRIMARY KEY (queue, key)
+) WITHOUT ROWID;
+CREATE TRIGGER tasks_release_key AFTER DELETE ON tasks WHEN OLD.unique_key IS NOT NULL BEGIN
+  DELETE FROM unique_keys WHERE queue = OLD.queue AND key = OLD.unique_key AND task_id = OLD.id;
+END;
+`,
 }
 
 // otherStates is the condition of tasks_other: a state that is none of the
@@ -400,7 +417,7 @@ func legacyTime(v any) (t time.Time, ok bool, err error) {
 
 // insertTaskSQL writes a whole task; taskArgs gives its arguments.
 const insertTaskSQL = `INSERT INTO tasks (` + storedColumns + `)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)`
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)`
 
 func taskArgs(t model.Task) []any {
 	errs, err := encodeErrors(t.Errors)
@@ -409,7 +426,15 @@ func taskArgs(t model.Task) []any {
 	}
 	return []any{t.Queue, t.ID, blob(t.Payload), t.Priority, int64(t.State), t.Attempt, t.MaxAttempts,
 		int64(t.Version), int64(t.ClaimToken), micros(t.EnqueuedAt), micros(t.RunAfter), micros(t.ClaimedAt),
-		micros(t.Deadline), micros(t.FinishedAt), errs, blob(t.Result), int64(t.Timeout)}
+		micros(t.Deadline), micros(t.FinishedAt), errs, blob(t.Result), int64(t.Timeout), uniqueKey(t.UniqueKey), micros(t.UniqueUntil)}
+}
+
+// uniqueKey stores a unique key as TEXT, none as NULL.
+func uniqueKey(k string) any {
+	if k == "" {
+		return nil
+	}
+	return k
 }
 
 // blob stores a byte slice as a BLOB, nil as NULL.

@@ -93,6 +93,13 @@ ON CONFLICT (name) DO UPDATE SET seq = seq + ?2 WHERE typeof(seq) = 'integer' RE
 	sqlInsertNew = strings.Replace(insertTaskSQL, `?8,`, `COALESCE(?8, COALESCE((SELECT seq FROM queues WHERE name = ?1), 0) + 1),`, 1) +
 		` ON CONFLICT (queue, id) DO NOTHING`
 	sqlProbe = `SELECT state, claim_token, version FROM tasks WHERE queue = ?1 AND id = ?2`
+	// ?1 queue, ?2 key: the key's last taker and what its hold depends on
+	// (model.Queue.KeyHolder); the task columns are NULL when it is gone.
+	sqlKeyHolder = `SELECT k.task_id, t.state, t.unique_key, t.unique_until FROM unique_keys k
+LEFT JOIN tasks t ON t.queue = k.queue AND t.id = k.task_id WHERE k.queue = ?1 AND k.key = ?2`
+	// ?1 queue, ?2 key, ?3 the task that takes it
+	sqlTakeKey = `INSERT INTO unique_keys (queue, key, task_id) VALUES (?1, ?2, ?3)
+ON CONFLICT (queue, key) DO UPDATE SET task_id = excluded.task_id`
 
 	// ?1 queue, ?2 now, ?3 limit (-1: none)
 	sqlPromote = fmt.Sprintf(`WITH due AS (

@@ -182,3 +182,61 @@ func TestEnqueueTxRefusesBadArguments(t *testing.T) {
 		t.Fatalf("EnqueueBatchTx = %+v, %v", res, err)
 	}
 }
+
+// EnqueueTx checks unique keys inside the application's transaction: a key
+// another task holds is a *DuplicateError that leaves tx able to go on, and
+// a key taken by a transaction that rolls back is free afterwards.
+func TestEnqueueTxUniqueKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q.db")
+	s, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	db := appDB(t, path)
+	keyed := func(id, key string) core.EnqueueParams {
+		p := enqueueArgs(id)
+		p.UniqueKey = key
+		return p
+	}
+	enqueue(t, s, "q", "holder", func(a *model.EnqueueArgs) { a.UniqueKey = "k" })
+
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d *core.DuplicateError
+	if _, err := s.EnqueueTx(ctx, tx, keyed("dup", "k")); !errors.As(err, &d) || d.TaskID != "holder" || !errors.Is(err, core.ErrConflict) {
+		t.Fatalf("EnqueueTx of a held key: %v, want a duplicate held by holder", err)
+	}
+	if _, err := s.EnqueueTx(ctx, tx, keyed("other", "k2")); err != nil {
+		t.Fatalf("EnqueueTx after the refusal: %v", err)
+	}
+	if _, err := tx.Exec(`INSERT INTO orders (id) VALUES ('o1')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	// The rolled-back task took k2 only inside tx.
+	enqueue(t, s, "q", "after", func(a *model.EnqueueArgs) { a.UniqueKey = "k2" })
+	if _, err := s.Get(ctx, core.GetParams{Queue: "q", ID: "other"}); !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("Get of the rolled-back task: %v", err)
+	}
+	tx, err = db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.EnqueueBatchTx(ctx, tx, core.EnqueueBatchParams{Queue: "q", Tasks: []model.EnqueueArgs{
+		keyed("x", "k3").EnqueueArgs, keyed("y", "k3").EnqueueArgs,
+	}})
+	if err != nil || res.Items[0].Err != nil || !errors.As(res.Items[1].Err, &d) || d.TaskID != "x" {
+		t.Fatalf("EnqueueBatchTx: %+v, %v", res.Items, err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, core.GetParams{Queue: "q", ID: "x"}); err != nil {
+		t.Fatalf("Get of the committed task: %v", err)
+	}
+}
