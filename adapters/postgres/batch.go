@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -20,6 +21,22 @@ func (s *Store) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (co
 	items := make([]core.ItemResult, len(p.Tasks))
 	now, err := s.write(ctx, p.Queue, lockNotify, func() error { return model.CheckBatchSize(len(p.Tasks)) }, func(o *opTx) error {
 		clear(items) // fn runs again when the transaction it shared failed
+		if slices.ContainsFunc(p.Tasks, func(a model.EnqueueArgs) bool { return a.UniqueKey != "" }) {
+			// An item with a unique key is checked against the key's
+			// holder, as the items before it left it: item by item.
+			for i, a := range p.Tasks {
+				if err := validEnqueue(a); err != nil {
+					items[i].Err = err
+					continue
+				}
+				task, err := o.enqueue(a)
+				if err != nil && !isItemError(err) {
+					return err
+				}
+				items[i] = core.ItemResult{Task: task, Err: err}
+			}
+			return nil
+		}
 		// Every item's statement and a read of its ID go to the server in
 		// one round trip; they run in order, so each read sees the queue
 		// as the items before it left it.

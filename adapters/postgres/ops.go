@@ -96,10 +96,27 @@ var validEnqueue = model.ValidateEnqueue
 // Enqueue implements core.Store.
 func (s *Store) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskResult, error) {
 	var task model.Task
+	var pipe pipeFunc
+	if p.UniqueKey == "" {
+		pipe = s.pipedEnqueue(p, &task)
+	}
 	now, err := s.writePiped(ctx, p.Queue, lockNotify, func() error { return validEnqueue(p.EnqueueArgs) }, func(o *opTx) (err error) {
 		task, err = o.enqueue(p.EnqueueArgs)
 		return err
-	}, func(o *opTx, b *pgx.Batch) func(pgx.BatchResults) error {
+	}, pipe)
+	if err != nil {
+		return core.TaskResult{}, err
+	}
+	return core.TaskResult{Now: now, Task: task}, nil
+}
+
+// pipedEnqueue is the Enqueue of a task without a unique key sent with the
+// lock: the statement of o.enqueue with its times from txNow, and the read
+// of the ID that says why when it added nothing. A task with a key is
+// checked against the key's holder first, which needs the clock reading,
+// so it is not sent so.
+func (s *Store) pipedEnqueue(p core.EnqueueParams, task *model.Task) pipeFunc {
+	return func(o *opTx, b *pgx.Batch) func(pgx.BatchResults) error {
 		// The statement of o.enqueue with its times from txNow, and the
 		// read of the ID that says why when it added nothing.
 		args := o.enqueueArgs(o.newTask(p.EnqueueArgs))
@@ -117,15 +134,11 @@ func (s *Store) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskRes
 			if !inserted {
 				return o.enqueueRefusal(p.ID, found, perr)
 			}
-			task = o.newTask(p.EnqueueArgs)
+			*task = o.newTask(p.EnqueueArgs)
 			task.Version = uint64(v)
 			return nil
 		}
-	})
-	if err != nil {
-		return core.TaskResult{}, err
 	}
-	return core.TaskResult{Now: now, Task: task}, nil
 }
 
 // newTask is the task an Enqueue of a makes, but for its version.
@@ -133,6 +146,7 @@ func (o *opTx) newTask(a model.EnqueueArgs) model.Task {
 	task := model.Task{
 		Queue: o.queue, ID: a.ID, Payload: clone(a.Payload), Priority: a.Priority,
 		MaxAttempts: a.MaxAttempts, Timeout: a.Timeout, EnqueuedAt: o.now,
+		UniqueKey: a.UniqueKey, UniqueUntil: model.UniqueUntil(o.now, a.UniqueFor),
 	}
 	task.RunAfter = model.Round(a.RunAfter)
 	task.State = queuedState(o.now, task.RunAfter)
@@ -146,8 +160,13 @@ func (o *opTx) enqueueArgs(task model.Task) []any {
 		c := int64(o.s.capacity)
 		capacity = &c
 	}
+	var key []byte
+	if task.UniqueKey != "" {
+		key = []byte(task.UniqueKey)
+	}
 	return []any{o.queue, []byte(task.ID), task.Payload, int32(task.Priority), int16(task.State),
-		int64(task.MaxAttempts), micros(o.now), micros(task.RunAfter), capacity, int64(task.Timeout)}
+		int64(task.MaxAttempts), micros(o.now), micros(task.RunAfter), capacity, int64(task.Timeout),
+		key, micros(task.UniqueUntil)}
 }
 
 // enqueueRefusal says why the enqueue statement added nothing, from the
@@ -164,10 +183,24 @@ func (o *opTx) enqueueRefusal(id string, found bool, perr error) error {
 }
 
 // enqueue adds one task whose arguments are valid, with the model's checks
-// in its order: the ID is free, then the queue has room. A refused task
+// in its order: the ID is free, then no other task holds the unique key
+// (only for a task that has one), then the queue has room. A refused task
 // writes nothing.
 func (o *opTx) enqueue(a model.EnqueueArgs) (model.Task, error) {
 	task := o.newTask(a)
+	if a.UniqueKey != "" {
+		switch _, _, _, found, perr := o.probe(a.ID); {
+		case errors.Is(perr, core.ErrCorrupt) || found:
+			return model.Task{}, fmt.Errorf("%w: task %q already exists", core.ErrConflict, a.ID)
+		case perr != nil:
+			return model.Task{}, perr
+		}
+		if holder, held, err := o.keyHolder(a.UniqueKey); err != nil {
+			return model.Task{}, err
+		} else if held {
+			return model.Task{}, &model.DuplicateError{Key: a.UniqueKey, TaskID: holder}
+		}
+	}
 	var v int64
 	err := o.tx.QueryRow(o.ctx, o.s.q.enqueue, o.enqueueArgs(task)...).Scan(&v)
 	switch {
@@ -178,7 +211,38 @@ func (o *opTx) enqueue(a model.EnqueueArgs) (model.Task, error) {
 		return model.Task{}, err
 	}
 	task.Version = uint64(v)
+	if a.UniqueKey != "" {
+		if _, err := o.tx.Exec(o.ctx, o.s.q.takeKey, o.queue, []byte(a.UniqueKey), []byte(a.ID)); err != nil {
+			return model.Task{}, err
+		}
+	}
 	return task, nil
+}
+
+// keyHolder returns the task that holds the unique key at o.now, if one
+// does (model.Queue.KeyHolder): the key's last taker, if it still exists,
+// is not set aside, carries the key and its hold lasts.
+func (o *opTx) keyHolder(key string) (string, bool, error) {
+	var (
+		id, k []byte
+		state *int16
+		until *int64
+	)
+	err := o.tx.QueryRow(o.ctx, o.s.q.keyHolder, o.queue, []byte(key)).Scan(&id, &state, &k, &until)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	if state == nil || *state < int16(model.Scheduled) || *state > int16(model.Failed) || k == nil {
+		return "", false, nil // gone, set aside, or a state that is none
+	}
+	holder := model.Task{ID: string(id), State: model.State(*state), UniqueKey: string(k), UniqueUntil: fromNullMicros(until)}
+	if holder.UniqueKey != key || !holder.HoldsKey(o.now) {
+		return "", false, nil
+	}
+	return holder.ID, true, nil
 }
 
 // Promote implements core.Store.

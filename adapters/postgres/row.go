@@ -66,12 +66,14 @@ type rawTask struct {
 	maxAttempts, version, token, timeout             int64
 	enqueuedAt, runAfter, claimedAt, deadline, finAt *int64
 	errors                                           string
+	uniqueKey                                        []byte
+	uniqueUntil                                      *int64
 	quarantine                                       *string
 }
 
 func (r *rawTask) dest() []any {
 	return []any{&r.queue, &r.id, &r.payload, &r.priority, &r.state, &r.attempt, &r.maxAttempts, &r.version,
-		&r.token, &r.enqueuedAt, &r.runAfter, &r.claimedAt, &r.deadline, &r.finAt, &r.errors, &r.result, &r.timeout, &r.quarantine}
+		&r.token, &r.enqueuedAt, &r.runAfter, &r.claimedAt, &r.deadline, &r.finAt, &r.errors, &r.result, &r.timeout, &r.uniqueKey, &r.uniqueUntil, &r.quarantine}
 }
 
 // decode turns a row into a Task, or returns a *damagedError (wrapping
@@ -89,6 +91,7 @@ func (r *rawTask) decode() (model.Task, error) {
 		EnqueuedAt: fromNullMicros(r.enqueuedAt), RunAfter: fromNullMicros(r.runAfter),
 		ClaimedAt: fromNullMicros(r.claimedAt), Deadline: fromNullMicros(r.deadline),
 		FinishedAt: fromNullMicros(r.finAt), Result: nilIfEmpty(r.result), Timeout: time.Duration(r.timeout),
+		UniqueKey: string(r.uniqueKey), UniqueUntil: fromNullMicros(r.uniqueUntil),
 	}
 	bad := func(format string, args ...any) (model.Task, error) {
 		return model.Task{}, &damagedError{queue: t.Queue, id: t.ID, reason: fmt.Sprintf(format, args...)}

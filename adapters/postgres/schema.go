@@ -14,7 +14,7 @@ import (
 
 // SchemaVersion is the version of the schema this build creates and uses.
 // Open migrates an older schema forward and refuses a newer one.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // migrations[i] brings a schema at version i to version i+1. Each runs in
 // the transaction that records its version in schema_version. "{s}" is the
@@ -60,6 +60,26 @@ CREATE INDEX tasks_state ON {s}.tasks (queue, state, id);
 	`ALTER TABLE {s}.tasks ADD COLUMN quarantine text`,
 	// 4: the queue's paused flag: while it is set, Pop claims nothing.
 	`ALTER TABLE {s}.queues ADD COLUMN paused boolean NOT NULL DEFAULT false;`,
+	// 5: unique keys. A task keeps its key (NULL: none) and the end of its
+	// hold (NULL: while pending); unique_keys names each key's last taker,
+	// and deleting the taker deletes its entry (the trigger's WHEN skips a
+	// task without a key).
+	`
+ALTER TABLE {s}.tasks ADD COLUMN unique_key bytea, ADD COLUMN unique_until bigint;
+CREATE TABLE {s}.unique_keys (
+  queue   text COLLATE "C" NOT NULL,
+  key     bytea NOT NULL,
+  task_id bytea NOT NULL,
+  PRIMARY KEY (queue, key)
+);
+CREATE FUNCTION {s}.release_unique_key() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM {s}.unique_keys WHERE queue = OLD.queue AND key = OLD.unique_key AND task_id = OLD.id;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER tasks_release_key AFTER DELETE ON {s}.tasks
+  FOR EACH ROW WHEN (OLD.unique_key IS NOT NULL) EXECUTE FUNCTION {s}.release_unique_key();
+`,
 }
 
 // migrate creates the schema if needed and applies the migrations it lacks,

@@ -39,7 +39,7 @@ func from(op model.Op) string {
 }
 
 const (
-	taskColumns = `queue, id, payload, priority, state, attempt, max_attempts, version, claim_token, enqueued_at, run_after, claimed_at, deadline, finished_at, errors::text, result, timeout_ns, quarantine`
+	taskColumns = `queue, id, payload, priority, state, attempt, max_attempts, version, claim_token, enqueued_at, run_after, claimed_at, deadline, finished_at, errors::text, result, timeout_ns, unique_key, unique_until, quarantine`
 	// nowMicros is the database's clock in Unix microseconds.
 	nowMicros = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
 	// seqBase is the sequence's value before the statement.
@@ -87,6 +87,7 @@ type queries struct {
 	ensureQueue, lock, dbNow, anyTask, probe, pending string
 
 	enqueue, promote, popReturning, popSelect, popClaim string
+	keyHolder, takeKey                                  string
 	extend, ack, fail, retry                            string
 	ackMany                                             string
 	damagedDeadline, claimExpired, requeue, finalize    string
@@ -128,13 +129,14 @@ func buildQueries(schema string) queries {
 
 		// $1 queue, $2 id, $3 payload, $4 priority, $5 state, $6 max
 		// attempts, $7 now, $8 run after, $9 capacity (NULL: none), $10 the
-		// attempt timeout (ns). The
+		// attempt timeout (ns), $11 the unique key (NULL: none), $12 the end
+		// of its hold (NULL: while pending). The
 		// model looks at the ID first: a taken ID is a conflict even when
 		// the queue is full (ON CONFLICT never sees a row the WHERE
 		// filtered out, so the caller probes the ID when nothing came back).
 		enqueue: f(`WITH u AS (
-  INSERT INTO {s}.tasks (queue, id, payload, priority, state, attempt, max_attempts, version, claim_token, enqueued_at, run_after, errors, timeout_ns)
-  SELECT $1::text, $2::bytea, $3::bytea, $4::integer, $5::smallint, 0, $6::bigint, %[1]s + 1, 0, $7::bigint, $8::bigint, '[]', $10::bigint
+  INSERT INTO {s}.tasks (queue, id, payload, priority, state, attempt, max_attempts, version, claim_token, enqueued_at, run_after, errors, timeout_ns, unique_key, unique_until)
+  SELECT $1::text, $2::bytea, $3::bytea, $4::integer, $5::smallint, 0, $6::bigint, %[1]s + 1, 0, $7::bigint, $8::bigint, '[]', $10::bigint, $11::bytea, $12::bigint
   WHERE $9::bigint IS NULL OR (SELECT count(*) FROM (SELECT 1 FROM {s}.tasks WHERE queue = $1 AND state IN (%[2]d, %[3]d, %[4]d) LIMIT $9) p) < $9
   ON CONFLICT (queue, id) DO NOTHING RETURNING version)`+bump+` SELECT version FROM u`,
 			seqBase, model.Scheduled, model.Ready, model.Running),
@@ -286,6 +288,14 @@ hit AS MATERIALIZED (
 DELETE FROM {s}.tasks t USING doomed WHERE t.queue = $1 AND t.id = doomed.id RETURNING t.id, t.finished_at`, model.Succeeded, model.Failed),
 
 		get: f(`SELECT %s FROM {s}.tasks WHERE queue = $1 AND id = $2`, taskColumns),
+		// $1 queue, $2 key: the key's last taker and what its hold depends
+		// on (model.Queue.KeyHolder); the task's columns are NULL when it
+		// is gone.
+		keyHolder: f(`SELECT k.task_id, t.state, t.unique_key, t.unique_until FROM {s}.unique_keys k
+LEFT JOIN {s}.tasks t ON t.queue = k.queue AND t.id = k.task_id WHERE k.queue = $1 AND k.key = $2`),
+		// $1 queue, $2 key, $3 the task that takes it
+		takeKey: f(`INSERT INTO {s}.unique_keys (queue, key, task_id) VALUES ($1, $2, $3)
+ON CONFLICT (queue, key) DO UPDATE SET task_id = excluded.task_id`),
 		// (false, state, count) per state, then (true, 0, paused) for the
 		// queue's row: one statement, one committed state.
 		counts: f(`SELECT false, state, count(*) FROM {s}.tasks WHERE queue = $1 GROUP BY state

@@ -316,3 +316,61 @@ func TestQueuesNamesTheQueuesOfTheSchema(t *testing.T) {
 		t.Errorf("Queues = %q, %v; want [a:q b.q]", got, err)
 	}
 }
+
+// A schema of version 4, from before unique keys, is migrated by New: its
+// tasks have no key and hold none, and new tasks take, hold and release
+// theirs (the holder's removal deletes its key entry).
+func TestNewMigratesAVersion4SchemaToUniqueKeys(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema()
+	defer pgtest.Drop(t, pgtest.URL(t), schema)
+	quoted := pgx.Identifier{schema}.Sanitize()
+	stmts := []string{
+		`CREATE SCHEMA ` + quoted,
+		`CREATE TABLE ` + quoted + `.schema_version (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`,
+	}
+	for v, m := range postgres.Migrations[:4] {
+		stmts = append(stmts, strings.ReplaceAll(m, "{s}", quoted), sprintf(`INSERT INTO %s.schema_version (version) VALUES (%d)`, quoted, v+1))
+	}
+	stmts = append(stmts, `INSERT INTO `+quoted+`.queues (name, seq) VALUES ('q', 1)`,
+		`INSERT INTO `+quoted+`.tasks (queue, id, payload, priority, state, attempt, max_attempts, version, claim_token, enqueued_at)
+		 VALUES ('q', 'old', 'p1', 0, 2, 0, 3, 1, 0, 1000)`)
+	for _, q := range stmts {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	s, err := postgres.New(ctx, pool, postgres.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if v, err := postgres.CurrentSchemaVersion(ctx, pool, schema); err != nil || v != postgres.SchemaVersion {
+		t.Fatalf("schema version %d, %v; want %d", v, err, postgres.SchemaVersion)
+	}
+	if got, err := s.Get(ctx, core.GetParams{Queue: "q", ID: "old"}); err != nil || got.UniqueKey != "" || !got.UniqueUntil.IsZero() {
+		t.Fatalf("after migrating, Get = %+v, %v", got, err)
+	}
+	enq := func(id string) error {
+		_, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "q", EnqueueArgs: model.EnqueueArgs{ID: id, MaxAttempts: 1, UniqueKey: "k"}})
+		return err
+	}
+	if err := enq("a"); err != nil {
+		t.Fatalf("Enqueue with a key after migrating: %v", err)
+	}
+	var d *core.DuplicateError
+	if err := enq("b"); !errors.As(err, &d) || d.TaskID != "a" {
+		t.Fatalf("a second Enqueue of the key: %v, want a duplicate held by a", err)
+	}
+	if _, err := s.Remove(ctx, core.InspectParams{Queue: "q", ID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	var entries int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+quoted+`.unique_keys`).Scan(&entries); err != nil || entries != 0 {
+		t.Fatalf("%d key entries after the holder was removed (%v), want 0", entries, err)
+	}
+	if err := enq("b"); err != nil {
+		t.Fatalf("Enqueue after the holder was removed: %v", err)
+	}
+}
