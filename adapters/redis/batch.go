@@ -38,7 +38,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (co
 	}
 	items := make([]core.ItemResult, len(p.Tasks))
 	sent := make([]int, 0, len(p.Tasks)) // the indexes of the items sent
-	args := make([]any, 0, 2+6*len(p.Tasks)+1)
+	args := make([]any, 0, 2+8*len(p.Tasks)+1)
 	args = append(args, now, s.capacity)
 	for i, a := range p.Tasks {
 		runAfter, err := validEnqueue(a)
@@ -47,7 +47,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (co
 			continue
 		}
 		sent = append(sent, i)
-		args = append(args, a.ID, a.Payload, a.Priority, runAfter, a.MaxAttempts, timeoutArg(a.Timeout))
+		args = append(args, enqueueArgs(a, runAfter)...)
 	}
 	return s.batch(ctx, enqueueBatchScript, p.Queue, items, sent, func(i int) string { return p.Tasks[i].ID }, args)
 }

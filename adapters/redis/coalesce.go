@@ -158,12 +158,12 @@ func (s *Store) sendEnqueues(queue string, calls []*enqueueCall) {
 		}
 		return
 	}
-	args := make([]any, 0, 2+6*len(calls)+1)
+	args := make([]any, 0, 2+8*len(calls)+1)
 	args = append(args, now, s.capacity)
 	sent := make([]int, len(calls))
 	for i, c := range calls {
 		runAfter, _ := micros("run after", c.args.RunAfter) // checked by Enqueue
-		args = append(args, c.args.ID, c.args.Payload, c.args.Priority, runAfter, c.args.MaxAttempts, timeoutArg(c.args.Timeout))
+		args = append(args, enqueueArgs(c.args, runAfter)...)
 		sent[i] = i
 	}
 	s.batched.Add(uint64(len(calls)))

@@ -45,6 +45,15 @@
 // back to back, 1 marking a lease expiry, 2 an operator's Cancel. A reply carries a task as its ID
 // and this packed value, which the Go side decodes and checks again.
 //
+// A task with a unique key has two fields more, unique_key and unique_until
+// (false while the key is held as long as the task is pending), and
+// P{q}:unique, a hash, names each key's last taker (model.Queue.KeyHolder).
+// Only a task with a key costs anything: the enqueue script reads the hash
+// and the holder's packed value (its state and hold only) and writes the
+// hash; Remove and Prune drop the entry of a holder they delete. No other
+// script reads either: an Ack, Fail or Cancel releases a key by changing
+// the holder's state, which the next enqueue of the key judges.
+//
 // The score of a Ready task orders by priority, highest first, then by the
 // version stamped when the task became Ready: the order of Pop. It is exact
 // in a double because versions stay below 2^36 (a script refuses with

@@ -153,8 +153,14 @@ func (s *Store) enqueueAlone(ctx context.Context, p core.EnqueueParams, runAfter
 	if err != nil {
 		return core.TaskResult{}, err
 	}
-	return s.taskOp(ctx, enqueueScript, p.Queue, p.ID,
-		now, p.ID, p.Payload, p.Priority, runAfter, p.MaxAttempts, s.capacity, timeoutArg(p.Timeout))
+	// enqueue.lua takes the capacity after the attempts (ARGV[7]).
+	a := enqueueArgs(p.EnqueueArgs, runAfter)
+	args := make([]any, 0, len(a)+2)
+	args = append(args, now)
+	args = append(args, a[:5]...)
+	args = append(args, s.capacity)
+	args = append(args, a[5:]...)
+	return s.taskOp(ctx, enqueueScript, p.Queue, p.ID, args...)
 }
 
 // Promote implements core.Store.

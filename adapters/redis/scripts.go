@@ -221,6 +221,7 @@ const (
 	codeQueueFull       = 7
 	codeCorrupt         = 8
 	codeExhausted       = 9
+	codeDuplicate       = 10
 )
 
 // reply is a successful script reply: the string after the code (now, or
@@ -387,6 +388,8 @@ func codeError(sc *script, code int64, id string, detail []string) error {
 		return &model.TransitionError{Op: sc.op, State: st}
 	case codeExists:
 		return fmt.Errorf("%w: task %q already exists", core.ErrConflict, id)
+	case codeDuplicate:
+		return &model.DuplicateError{Key: arg(1), TaskID: arg(0)}
 	case codeVersionConflict:
 		return fmt.Errorf("%w: task %q is at version %s", core.ErrConflict, id, arg(0))
 	case codeQueueFull:
@@ -411,10 +414,11 @@ const taskFields = 2
 
 // storedFields is the number of values of a packed task (lua/lib.lua);
 // records written before the attempt timeout have oldStoredFields and read
-// as timeout 0.
+// as timeout 0; a task with a unique key has uniqueStoredFields.
 const (
-	storedFields    = 15
-	oldStoredFields = 14
+	storedFields       = 15
+	oldStoredFields    = 14
+	uniqueStoredFields = 17
 )
 
 // maxSafe is the largest integer a double holds exactly: stored times (µs)
@@ -565,7 +569,7 @@ func decodeTask(queue string, r []string) (core.Task, error) {
 		t.State, t.Quarantine = model.Quarantined, reason
 		return t, nil
 	}
-	if !ok || (len(f) != storedFields && len(f) != oldStoredFields) {
+	if !ok || (len(f) != storedFields && len(f) != oldStoredFields && len(f) != uniqueStoredFields) {
 		return core.Task{}, corrupt("task %q: packed value does not parse", t.ID)
 	}
 	var err error
@@ -613,17 +617,36 @@ func decodeTask(queue string, r []string) (core.Task, error) {
 	if res := str(13, "result"); res != "" {
 		t.Result = []byte(res)
 	}
-	if len(f) == storedFields {
+	if len(f) >= storedFields {
 		if d, ok := parseTimeout(str(14, "timeout")); ok {
 			t.Timeout = d
 		} else if err == nil {
 			err = corrupt("task %q: field timeout = %v", t.ID, f[14])
 		}
 	}
+	if len(f) == uniqueStoredFields {
+		t.UniqueKey = str(15, "unique_key")
+		t.UniqueUntil = tm(16, "unique_until")
+		if t.UniqueKey == "" && err == nil {
+			err = corrupt("task %q: field unique_key is empty", t.ID)
+		}
+	}
 	if err != nil {
 		return core.Task{}, err
 	}
 	return t, nil
+}
+
+// enqueueArgs are the arguments an enqueue script takes for one task whose
+// arguments were checked (runAfter: validEnqueue's): ID, payload, priority,
+// run-after time, attempts, attempt timeout, unique key and its period (µs,
+// '' while pending).
+func enqueueArgs(a model.EnqueueArgs, runAfter string) []any {
+	period := ""
+	if a.UniqueFor > 0 {
+		period = strconv.FormatInt(int64(a.UniqueFor/time.Microsecond), 10)
+	}
+	return []any{a.ID, a.Payload, a.Priority, runAfter, a.MaxAttempts, timeoutArg(a.Timeout), a.UniqueKey, period}
 }
 
 // timeoutArg is the attempt timeout as scripts take and store it: the

@@ -38,6 +38,7 @@
 --   7 QUEUE_FULL         {7, pending}
 --   8 CORRUPT            {8, key, detail}
 --   9 SEQUENCE_EXHAUSTED {9, seq}
+--  10 DUPLICATE          {10, holder, key}     Enqueue: another task holds the unique key
 --
 -- Every script validates everything (arguments, key types, each stored field
 -- it reads, index entries against their task) before its first write and
@@ -50,7 +51,7 @@
 -- refused call change nothing.
 
 local OK, INVALID, STALE, NOT_FOUND, TRANSITION, EXISTS, VERSION_CONFLICT,
-  QUEUE_FULL, CORRUPT, EXHAUSTED = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9
+  QUEUE_FULL, CORRUPT, EXHAUSTED, DUPLICATE = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
 
 -- Largest integer a Lua number (a double) holds exactly.
 local MAX_SAFE = 9007199254740991
@@ -67,7 +68,9 @@ local MAX_PRIORITY, MIN_PRIORITY = 32767, -32768
 --   result, timeout
 -- timeout is the attempt timeout in nanoseconds as a decimal string ('' for
 -- none; a string, as a double would round it). A record of the 14 fields
--- before it reads as timeout ''.
+-- before it reads as timeout ''. A task with a unique key has two fields
+-- more: unique_key (a string, never '') and unique_until (µs, false while
+-- pending); a task without one has none, so it costs nothing.
 
 -- The order index and the ID index of each state (indexes into KEYS).
 local ORDER = {scheduled = 3, ready = 2, running = 4, succeeded = 5, failed = 5}
@@ -230,12 +233,18 @@ local function parse_task(key, id, v, seq)
   if ok and type(a) == 'table' and #a == 3 and a[1] == 'quarantined' and type(a[2]) == 'string' and extra == nil then
     return {key = key, id = id, packed = v, state = 'quarantined', reason = a[2], version = 0, token = 0}
   end
-  if not ok or type(a) ~= 'table' or extra ~= nil or (#a ~= 15 and #a ~= 14) then
+  if not ok or type(a) ~= 'table' or extra ~= nil or (#a ~= 15 and #a ~= 14 and #a ~= 17) then
     refuse(CORRUPT, key, 'not a packed task')
   end
   local payload, priority, state, attempt, max_attempts, version, token, enqueued_at,
-    run_after, claimed_at, deadline, finished_at, errors, result, timeout = unpack(a)
+    run_after, claimed_at, deadline, finished_at, errors, result, timeout, unique_key, unique_until = unpack(a)
   if timeout == nil then timeout = '' end
+  if #a == 17 then
+    if type(unique_key) ~= 'string' or unique_key == '' then bad_field(key, 'unique_key', unique_key) end
+    if not (unique_until == false or whole(unique_until)) then bad_field(key, 'unique_until', unique_until) end
+  else
+    unique_key, unique_until = nil, false
+  end
   if not timeout_ok(timeout) then bad_field(key, 'timeout', timeout) end
   if type(payload) ~= 'string' or type(state) ~= 'string' or type(errors) ~= 'string' or
     type(result) ~= 'string' then
@@ -271,7 +280,7 @@ local function parse_task(key, id, v, seq)
     state = state, attempt = attempt, max_attempts = max_attempts, version = version,
     token = token, enqueued_at = enqueued_at, run_after = run_after, claimed_at = claimed_at,
     deadline = deadline, finished_at = finished_at, errors = errors, result = result,
-    timeout = timeout}
+    timeout = timeout, unique_key = unique_key, unique_until = unique_until}
 end
 
 -- load_task reads the task at key (one GET) and checks it: nil when there
@@ -457,6 +466,47 @@ end
 -- slot and is reached as the task keys are (not declared itself).
 local function qkey() return string.sub(KEYS[1], 1, -4) .. 'ids:quarantined' end
 
+-- ukey is the unique-key index: hash of unique key -> ID of its last
+-- taker (model.Queue.KeyHolder). It shares the queue's slot and is reached
+-- as the task keys are (not declared itself). Only a task with a unique
+-- key reads or writes it.
+local function ukey() return string.sub(KEYS[1], 1, -4) .. 'unique' end
+
+-- holds reports whether a hold of a unique key lasts at now (Task.HoldsKey):
+-- until unique_until when the task has a period, else while it is pending.
+local function holds(state, unique_until, now)
+  if unique_until then return now < unique_until end
+  return state == 'scheduled' or state == 'ready' or state == 'running'
+end
+
+-- key_holder returns the ID of the task that holds the unique key at now,
+-- or nil: the key's last taker, if it still exists, is not set aside,
+-- still carries the key and its hold lasts. Only the fields the hold
+-- depends on are read (as the SQL stores read those columns only): a
+-- record whose other fields are damaged holds its key until it is set
+-- aside.
+local function key_holder(key, now)
+  local uk = ukey()
+  local id = rcall(uk, 'HGET', uk, key)
+  if not id then return nil end
+  local v = redis.pcall('GET', KEYS[11] .. id)
+  if type(v) ~= 'string' then return nil end
+  local ok, a = pcall(cmsgpack.unpack, v)
+  if not ok or type(a) ~= 'table' or #a ~= 17 or a[16] ~= key or not ORDER[a[3]] then return nil end
+  if a[17] ~= false and not whole(a[17]) then return nil end
+  if holds(a[3], a[17], now) then return id end
+  return nil
+end
+
+-- releases reports whether deleting task t must drop its entry from the
+-- unique-key index (t is its key's last taker); read before the call's
+-- first write, so the HDEL after it cannot fail.
+local function releases(t)
+  if not t.unique_key then return false end
+  local uk = ukey()
+  return rcall(uk, 'HGET', uk, t.unique_key) == t.id
+end
+
 -- quarantine_record is the packed quarantine record of a damaged value.
 local function quarantine_record(reason, was)
   if type(was) ~= 'string' then was = '' end
@@ -633,6 +683,13 @@ end
 
 -- pack keeps the task's packed value in t.packed, for save and emit.
 local function pack(t)
+  if t.unique_key then
+    t.packed = cmsgpack.pack({t.payload, t.priority, t.state, t.attempt,
+      t.max_attempts, t.version, t.token, t.enqueued_at, t.run_after,
+      t.claimed_at, t.deadline, t.finished_at, t.errors, t.result, t.timeout,
+      t.unique_key, t.unique_until})
+    return
+  end
   t.packed = cmsgpack.pack({t.payload, t.priority, t.state, t.attempt,
     t.max_attempts, t.version, t.token, t.enqueued_at, t.run_after,
     t.claimed_at, t.deadline, t.finished_at, t.errors, t.result, t.timeout})
@@ -934,7 +991,7 @@ end
 
 -- emit_items appends the answers of a batch's n items to a reply: for a
 -- task '0', '2' and the task (ID, packed value); for a refusal its code,
--- '1' and its detail.
+-- the number of its details (at least 1) and them.
 local function emit_items(out, items, n)
   for i = 1, n do
     local it = items[i]
@@ -943,9 +1000,10 @@ local function emit_items(out, items, n)
       out[#out + 1] = '2'
       emit(out, it)
     else
+      local n = math.max(#it - 1, 1)
       out[#out + 1] = fmt(it[1])
-      out[#out + 1] = '1'
-      out[#out + 1] = it[2] or ''
+      out[#out + 1] = fmt(n)
+      for j = 2, n + 1 do out[#out + 1] = it[j] or '' end
     end
   end
   return out

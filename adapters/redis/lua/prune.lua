@@ -68,7 +68,12 @@ return run(function()
   end
 
   if broken then writable_all() end
+  local released = {}
+  for _, t in ipairs(doomed) do
+    if t.state and releases(t) then released[#released + 1] = t.unique_key end
+  end
   set_aside(aside)
+  if #released > 0 then bulk('HDEL', ukey(), released, 1) end
   local out = {OK, fmt(now)}
   for _, t in ipairs(doomed) do
     if t.state then unindex(t) else drop(t.id) end

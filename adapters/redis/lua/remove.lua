@@ -32,7 +32,9 @@ return run(function()
   if expect ~= '0' and version ~= expect then refuse(VERSION_CONFLICT, version) end
 
   if t and t.state ~= 'quarantined' then
+    local release = releases(t)
     unindex(t)
+    if release then redis.call('HDEL', ukey(), t.unique_key) end
   else
     if not t then t = {id = id, packed = quarantine_record(why, false)} end
     writable_all()
