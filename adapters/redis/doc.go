@@ -26,6 +26,7 @@
 //	P{q}:ids:<state>     zset    the IDs of one state, all at score 0, for List
 //	P{q}:req:<request>   string  a write's whole reply, for 30 s (see Retransmissions)
 //	P{q}:paused          string  "1" while the queue is paused (Pause); absent otherwise
+//	P{q}:unique          hash    unique key -> ID of its last taker (only with keyed tasks)
 //
 // The Pop script reads P{q}:paused in the same script that claims, so no Pop
 // claims a task once a Pause has returned; Counts reports it. A queue paused

@@ -640,7 +640,7 @@ func decodeTask(queue string, r []string) (core.Task, error) {
 // enqueueArgs are the arguments an enqueue script takes for one task whose
 // arguments were checked (runAfter: validEnqueue's): ID, payload, priority,
 // run-after time, attempts, attempt timeout, unique key and its period (µs,
-// '' while pending).
+// ” while pending).
 func enqueueArgs(a model.EnqueueArgs, runAfter string) []any {
 	period := ""
 	if a.UniqueFor > 0 {
