@@ -18,7 +18,7 @@ func itemOutputs(items []model.ItemResult) []ItemOutput {
 		if it.Err != nil {
 			var o Output
 			o.setError(it.Err)
-			out[i] = ItemOutput{Err: o.Err, ErrOp: o.ErrOp, ErrState: o.ErrState}
+			out[i] = ItemOutput{Err: o.Err, ErrOp: o.ErrOp, ErrState: o.ErrState, ErrHolder: o.ErrHolder}
 			continue
 		}
 		t := it.Task

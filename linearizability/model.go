@@ -44,10 +44,13 @@ type Input struct {
 	// store. Op is then 0. See damage.go.
 	Damage bool `json:"damage,omitempty"`
 
-	// NowCandidates is set only on an indeterminate operation (its outcome is
+	// NowCandidates is set on an indeterminate operation (its outcome is
 	// unknown, so is the clock reading it would have used): every reading the
 	// store's clock gave from the call on. The model tries each of them, and
-	// also that the op never happened.
+	// also that the op never happened. It is set too on a refused Enqueue
+	// with a unique key (a refusal carries no reading, and the key's hold
+	// may depend on it): every reading within the call, of which the model
+	// must find one that gives the store's answer.
 	NowCandidates []time.Time `json:"nowCandidates,omitempty"`
 }
 
@@ -77,7 +80,9 @@ type ItemOutput struct {
 	Err      string      `json:"err,omitempty"`
 	ErrOp    model.Op    `json:"errOp,omitempty"`
 	ErrState model.State `json:"errState,omitempty"`
-	ErrText  string      `json:"errText,omitempty"`
+	// ErrHolder is the holder a *model.DuplicateError names.
+	ErrHolder string `json:"errHolder,omitempty"`
+	ErrText   string `json:"errText,omitempty"`
 }
 
 // Output is what a store answered to an Input: the result fields of the op
@@ -103,6 +108,9 @@ type Output struct {
 	// ErrOp and ErrState are those of a *model.TransitionError.
 	ErrOp    model.Op    `json:"errOp,omitempty"`
 	ErrState model.State `json:"errState,omitempty"`
+	// ErrHolder is the task a *model.DuplicateError names as the unique
+	// key's holder ("" for any other error).
+	ErrHolder string `json:"errHolder,omitempty"`
 	// ErrText is the error message, for people; it is not compared.
 	ErrText string `json:"errText,omitempty"`
 
@@ -157,6 +165,17 @@ func (o *Output) setError(err error) {
 	if errors.As(err, &te) {
 		o.ErrOp, o.ErrState = te.Op, te.State
 	}
+	o.ErrHolder = holderOf(err)
+}
+
+// holderOf is the holder a *model.DuplicateError names, "" for any other
+// error.
+func holderOf(err error) string {
+	var d *model.DuplicateError
+	if errors.As(err, &d) {
+		return d.TaskID
+	}
+	return ""
 }
 
 // modelInput converts in to the model's input, judged at now.
@@ -201,6 +220,9 @@ func itemsMatch(m []model.ItemResult, o []ItemOutput) bool {
 			if errors.As(it.Err, &te) && (te.Op != g.ErrOp || te.State != g.ErrState) {
 				return false
 			}
+			if holderOf(it.Err) != g.ErrHolder {
+				return false
+			}
 			continue
 		}
 		if g.Task == nil || !sameTask(it.Task, *g.Task) {
@@ -216,7 +238,7 @@ func matches(m model.Output, o *Output) bool {
 		return false // the store contract keeps times in microseconds
 	}
 	if m.Err != nil || o.Err != "" {
-		if ErrorKind(m.Err) != o.Err {
+		if ErrorKind(m.Err) != o.Err || holderOf(m.Err) != o.ErrHolder {
 			return false
 		}
 		var te *model.TransitionError
@@ -305,6 +327,16 @@ func step(q model.Queue, in *Input, out *Output, capacity int) []any {
 			}
 		}
 		return next
+	}
+	if out.Err != "" && out.Now.IsZero() && len(in.NowCandidates) > 0 {
+		// A refusal whose answer depends on the clock reading the store
+		// took (see Recorder.Operations): any reading within the call.
+		for _, now := range in.NowCandidates {
+			if n, m := model.Apply(q, in.modelInput(now)); matches(m, out) {
+				return []any{n}
+			}
+		}
+		return nil
 	}
 	n, m := model.Apply(q, in.modelInput(out.Now))
 	if !matches(m, out) {

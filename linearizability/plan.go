@@ -207,6 +207,10 @@ type Step struct {
 	Priority int           `json:"priority,omitempty"` // Enqueue
 	Attempts int           `json:"attempts,omitempty"` // Enqueue: MaxAttempts
 	Timeout  time.Duration `json:"timeout,omitempty"`  // Enqueue: the attempt timeout stored with the task
+	// Key is an Enqueue's unique key ("" none; its bulk tasks have none)
+	// and KeyFor its hold period (0: while pending).
+	Key    string        `json:"key,omitempty"`
+	KeyFor time.Duration `json:"keyFor,omitempty"`
 	Lease    time.Duration `json:"lease,omitempty"`    // Pop, Extend; ClaimExpired's TTL; RecoverExpired's delay
 	// Delay is the RunAfter of Enqueue and Prune's before, relative to the
 	// client's reading of the clock; the delay of Retry and Requeue, which
@@ -395,6 +399,12 @@ func (p *Plan) describeStep(s Step) string {
 		d = fmt.Sprintf("%s/%s p%d a%d +%s", q, id, s.Priority, s.Attempts, ms(s.Delay))
 		if s.Timeout > 0 {
 			d += " timeout " + s.Timeout.String()
+		}
+		if s.Key != "" {
+			d += " key " + s.Key
+			if s.KeyFor > 0 {
+				d += " for " + ms(s.KeyFor)
+			}
 		}
 	case Pop:
 		d = fmt.Sprintf("%s n%d %s", q, s.N, ms(s.Lease))
@@ -679,6 +689,16 @@ func (g stepGen) draw(t *rapid.T, role Role) Step {
 		runAfter()
 		if rapid.IntRange(0, 3).Draw(t, "timeout?") == 3 {
 			s.Timeout = time.Duration(rapid.IntRange(1, 1<<20).Draw(t, "timeout")) * time.Microsecond
+		}
+		// About half the enqueues name one of two unique keys, a quarter
+		// of those held for a period (of a few ms, which the plans' gaps
+		// outlast) rather than while pending.
+		switch k := rapid.IntRange(0, 7).Draw(t, "key"); {
+		case k >= 4:
+			s.Key = []string{"k0", "k1"}[k%2]
+			if k == 7 {
+				s.KeyFor = msDur(rapid.IntRange(1, 3).Draw(t, "keyFor")) + subMicro("keyForNs")
+			}
 		}
 	case Pop:
 		queue()

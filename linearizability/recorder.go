@@ -109,19 +109,24 @@ func (c *recordingClock) Now() time.Time {
 
 // Operations returns the recorded operations in call order. The input of an
 // indeterminate op gets its NowCandidates: every distinct clock reading
-// recorded from its call on.
+// recorded from its call on. So does a refused Enqueue with a unique key,
+// whose answer depends on the reading the store took (a key held for a
+// period) though a refusal carries none: every reading between its call
+// and its return.
 func (r *Recorder) Operations() []Operation {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ops := slices.Clone(r.ops)
 	slices.SortStableFunc(ops, func(a, b Operation) int { return cmpInt64(a.Call, b.Call) })
 	for i := range ops {
-		if !ops[i].Output.Indeterminate {
+		in, out := ops[i].Input, ops[i].Output
+		keyed := out.Err != "" && in.Op == model.OpEnqueue && in.Enqueue != nil && in.Enqueue.UniqueKey != ""
+		if !out.Indeterminate && !keyed {
 			continue
 		}
 		var cands []time.Time
 		for _, rd := range r.readings {
-			if rd.at >= ops[i].Call {
+			if rd.at >= ops[i].Call && (out.Indeterminate || rd.at <= ops[i].Return) {
 				cands = append(cands, rd.now)
 			}
 		}
@@ -369,7 +374,7 @@ func batchOut(o *Output, r core.BatchResult) {
 		if it.Err != nil {
 			var eo Output
 			eo.setError(it.Err)
-			o.Items[i] = ItemOutput{Err: eo.Err, ErrOp: eo.ErrOp, ErrState: eo.ErrState, ErrText: eo.ErrText}
+			o.Items[i] = ItemOutput{Err: eo.Err, ErrOp: eo.ErrOp, ErrState: eo.ErrState, ErrHolder: eo.ErrHolder, ErrText: eo.ErrText}
 			continue
 		}
 		t := cloneTask(it.Task)

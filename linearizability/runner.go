@@ -320,7 +320,9 @@ func (a *actor) do(ctx context.Context, s Step) {
 			a.fill(ctx, s)
 			return
 		}
-		r, err := st.Enqueue(ctx, core.EnqueueParams{Queue: q, EnqueueArgs: a.enqueueArgs(s)})
+		args := a.enqueueArgs(s)
+		args.UniqueKey, args.UniqueFor = s.Key, s.KeyFor
+		r, err := st.Enqueue(ctx, core.EnqueueParams{Queue: q, EnqueueArgs: args})
 		if err == nil {
 			a.see(r.Task)
 		}
