@@ -211,7 +211,7 @@ type Step struct {
 	// and KeyFor its hold period (0: while pending).
 	Key    string        `json:"key,omitempty"`
 	KeyFor time.Duration `json:"keyFor,omitempty"`
-	Lease    time.Duration `json:"lease,omitempty"`    // Pop, Extend; ClaimExpired's TTL; RecoverExpired's delay
+	Lease  time.Duration `json:"lease,omitempty"` // Pop, Extend; ClaimExpired's TTL; RecoverExpired's delay
 	// Delay is the RunAfter of Enqueue and Prune's before, relative to the
 	// client's reading of the clock; the delay of Retry and Requeue, which
 	// the store adds to its own (rarely a negative one, refused); a Pause's
