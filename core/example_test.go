@@ -276,3 +276,35 @@ func ExampleWithPeriodic() {
 	// sync@2030-01-01T09:00:00.000000Z true
 	// daily-report@2030-01-01T09:00:00.000000Z false
 }
+
+func ExampleWithUniqueKey() {
+	ctx := context.Background()
+	clock := core.NewFakeClock(time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC))
+	store := memory.New(memory.WithClock(clock))
+	q, err := core.NewQueue(store, "emails", core.WithClock(clock))
+	if err != nil {
+		panic(err)
+	}
+
+	// One pending digest per user: a second one is refused while the first
+	// waits or runs, and the refusal names the task that holds the key.
+	first, _ := q.Enqueue(ctx, []byte("digest"), core.WithUniqueKey("digest:ada"))
+	_, err = q.Enqueue(ctx, []byte("digest"), core.WithUniqueKey("digest:ada"))
+	var dup *core.DuplicateError
+	fmt.Println(errors.Is(err, core.ErrConflict), errors.As(err, &dup) && dup.TaskID == first.ID)
+
+	// At most one reminder an hour, whatever becomes of it.
+	_, err = q.Enqueue(ctx, []byte("reminder"), core.WithUniqueKey("remind:ada"), core.WithUniqueFor(time.Hour))
+	fmt.Println(err)
+	clock.Advance(59 * time.Minute)
+	_, err = q.Enqueue(ctx, []byte("reminder"), core.WithUniqueKey("remind:ada"), core.WithUniqueFor(time.Hour))
+	fmt.Println(errors.Is(err, core.ErrConflict))
+	clock.Advance(time.Minute)
+	_, err = q.Enqueue(ctx, []byte("reminder"), core.WithUniqueKey("remind:ada"), core.WithUniqueFor(time.Hour))
+	fmt.Println(err)
+	// Output:
+	// true true
+	// <nil>
+	// true
+	// <nil>
+}

@@ -28,7 +28,15 @@
 //     message that cannot be JSON text in PostgreSQL
 //     (not UTF-8, or holding a NUL) also keeps its exact bytes in base64.
 //     The attempt timeout is timeout_ns, in nanoseconds, 0 for none
-//     (schema version 2 added it; the tasks of version 1 have none).
+//     (schema version 2 added it; the tasks of version 1 have none). A
+//     task's unique key is unique_key (bytea, NULL: none) and the end of
+//     its hold unique_until (NULL: while pending); schema version 5 added
+//     both.
+//   - unique_keys(queue, key, task_id): each unique key's last taker
+//     (model.Queue.KeyHolder). An Enqueue of a task with a key reads and
+//     writes it under the queue's lock, after the clock reading (so it is
+//     not sent with the lock, as a keyless Enqueue is); a trigger deletes
+//     the entry with its task, and its WHEN skips a task without a key.
 //   - indexes: one partial index per state in the order its operation
 //     takes them (Ready by priority and version for Pop, Scheduled by
 //     run-after, Running by deadline, finished tasks by finish time) and

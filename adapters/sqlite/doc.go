@@ -78,7 +78,13 @@
 //     payload and result are BLOBs; the error history is a JSON array of
 //     {attempt, at, message, lease_expired} (and cancelled: true for an
 //     operator's Cancel); a message that is not valid
-//     UTF-8 also keeps its exact bytes, in base64, as message_bytes.
+//     UTF-8 also keeps its exact bytes, in base64, as message_bytes. A
+//     task's unique key is unique_key (NULL: none) and the end of its hold
+//     unique_until (NULL: while pending); schema version 5 added both.
+//   - unique_keys(queue, key, task_id): each unique key's last taker
+//     (model.Queue.KeyHolder), read and written only by an Enqueue of a
+//     task with a key; a trigger deletes the entry with its task, and its
+//     WHEN skips a task without a key.
 //   - indexes: the tasks of each state in the order its operations take
 //     them, each a partial index over that state alone: Ready by
 //     (priority DESC, version) for Pop, Scheduled by (run_after, id) for

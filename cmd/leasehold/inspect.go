@@ -214,6 +214,9 @@ func printInspection(w io.Writer, out any) {
 		row("priority", v.Priority)
 		row("attempt", fmt.Sprintf("%d of %d", v.Attempt, v.MaxAttempts))
 		row("timeout", timeoutText(v.Timeout))
+		if v.UniqueKey != "" {
+			row("unique key", fmt.Sprintf("%q held %s", v.UniqueKey, holdText(v.UniqueUntil)))
+		}
 		row("version", v.Version)
 		row("claim token", v.ClaimToken)
 		row("enqueued", stamp(v.EnqueuedAt))
@@ -234,6 +237,14 @@ func printInspection(w io.Writer, out any) {
 			row(fmt.Sprintf("error %d", i+1), fmt.Sprintf("attempt %d at %s (%s): %s", e.Attempt, stamp(e.At), kind, e.Message))
 		}
 	}
+}
+
+// holdText says how long a task's unique key is held.
+func holdText(until time.Time) string {
+	if until.IsZero() {
+		return "while pending"
+	}
+	return "until " + stamp(until)
 }
 
 // timeoutText shows a task's attempt timeout, "-" when it has none (its
