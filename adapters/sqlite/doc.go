@@ -80,7 +80,7 @@
 //     operator's Cancel); a message that is not valid
 //     UTF-8 also keeps its exact bytes, in base64, as message_bytes. A
 //     task's unique key is unique_key (NULL: none) and the end of its hold
-//     unique_until (NULL: while pending); schema version 5 added both.
+//     unique_until (NULL: while pending); schema version 6 added both.
 //   - unique_keys(queue, key, task_id): each unique key's last taker
 //     (model.Queue.KeyHolder), read and written only by an Enqueue of a
 //     task with a key; a trigger deletes the entry with its task, and its
