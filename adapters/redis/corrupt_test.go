@@ -107,7 +107,20 @@ func (f *fixture) ops() map[string]func() error {
 			_, err := s.Extend(ctx, core.ExtendParams{Claim: f.claim, Lease: time.Second})
 			return err
 		},
-		"Ack":   func() error { _, err := s.Ack(ctx, core.AckParams{Claim: f.claim}); return err },
+		"Ack": func() error { _, err := s.Ack(ctx, core.AckParams{Claim: f.claim}); return err },
+		"AckBatch": func() error {
+			// The claim, then one with a wrong token: both ErrCorrupt.
+			wrong := f.claim
+			wrong.Token += 100
+			r, err := s.AckBatch(ctx, core.AckBatchParams{Queue: q, Acks: []core.AckItem{{Claim: f.claim}, {Claim: wrong}}})
+			if err != nil {
+				return fmt.Errorf("the whole batch refused: %v", err) // not ErrCorrupt: the items must answer
+			}
+			if !errors.Is(r.Items[1].Err, core.ErrCorrupt) {
+				return fmt.Errorf("the item with a wrong token: %w", r.Items[1].Err)
+			}
+			return r.Items[0].Err
+		},
 		"Fail":  func() error { _, err := s.Fail(ctx, core.FailParams{Claim: f.claim}); return err },
 		"Retry": func() error { _, err := s.Retry(ctx, core.RetryParams{Claim: f.claim}); return err },
 		"ClaimExpired": func() error {
@@ -191,7 +204,7 @@ func (f *fixture) wantCorrupt(id string, names ...string) {
 // ErrCorrupt and writes nothing.
 func decisions(id string) []string {
 	if id == "run" {
-		return []string{"InspectRequeue", "Extend", "Ack", "Fail", "Retry", "Requeue", "Finalize"}
+		return []string{"InspectRequeue", "Extend", "Ack", "AckBatch", "Fail", "Retry", "Requeue", "Finalize"}
 	}
 	return []string{"InspectRequeue"}
 }
@@ -227,6 +240,19 @@ func (f *fixture) wantDamaged(id, state string, taken bool, decide ...string) {
 		}
 	}
 	unchanged(f.t, "the reads and refusals on a damaged record", before, dump(f.t, f.c, f.s))
+	if taken {
+		// In a batch the item is refused as taken, and the others are
+		// added (then removed again, for the checks that follow).
+		r, err := f.s.EnqueueBatch(f.ctx, core.EnqueueBatchParams{Queue: f.q, Tasks: []model.EnqueueArgs{{ID: id, MaxAttempts: 1}, {ID: "sound", MaxAttempts: 1}}})
+		if err != nil || len(r.Items) != 2 || !errors.Is(r.Items[0].Err, core.ErrConflict) || r.Items[1].Err != nil {
+			f.t.Errorf("EnqueueBatch of the damaged record's ID and a new one: %+v, %v; want ErrConflict for the first, the second added", r.Items, err)
+		}
+		if err == nil && len(r.Items) == 2 && r.Items[1].Err == nil {
+			_, err := f.s.Remove(f.ctx, core.InspectParams{Queue: f.q, ID: "sound", Expect: r.Items[1].Task.Version})
+			f.must(err)
+		}
+		wantIndexes(f.t, f.c, f.s, f.q, "sound")
+	}
 }
 
 // runScan runs the named scan, which must succeed.
@@ -397,19 +423,20 @@ func TestIndexDamageIsSetAside(t *testing.T) {
 		{"RunningEntryWithoutItsTask", func(f *fixture) { f.redis("ZADD", f.keys["running"], 0, "ghost") }, "ghost", nil, "ClaimExpired", "run", "without its task"},
 		{"FinishedEntryWithoutItsTask", func(f *fixture) { f.redis("ZADD", f.keys["finished"], 0, "ghost") }, "ghost", nil, "Prune", "ok", "without its task"},
 		{"IDIndexEntryWithoutItsTask", func(f *fixture) { f.redis("ZADD", f.keys["ids:ready"], 0, "ghost") }, "ghost", nil, "", "", ""},
+		{"TaskKeyDeletedWithItsEntriesLeft", func(f *fixture) { f.redis("DEL", f.s.TaskKey(f.q, "rdy")) }, "rdy", nil, "Pop", "", "without its task"},
 		{"RunningTaskAtAnotherScore", func(f *fixture) { f.redis("ZADD", f.keys["running"], 1, "run") }, "run",
 			decisions("run"), "RecoverExpired", "", "at its score"},
 		{"ReadyTaskMissingFromItsIndex", func(f *fixture) { f.redis("ZREM", f.keys["ready"], "rdy") }, "rdy", nil, "", "", ""},
 		{"RunningTaskMissingFromItsIDIndex", func(f *fixture) { f.redis("ZREM", f.keys["ids:running"], "run") }, "run",
-			[]string{"Extend", "Ack", "Requeue"}, "ClaimExpired", "", "ids:running"},
+			[]string{"Extend", "Ack", "AckBatch", "Requeue"}, "ClaimExpired", "", "ids:running"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			tc.corrupt(f)
-			// The key of an entry without its task holds nothing: the
-			// ID is free for Enqueue (see the package documentation).
-			f.wantDamaged(tc.id, "", tc.id != "ghost", tc.decide...)
+			// An entry without its task takes its ID, as the model's
+			// damaged record does: Enqueue of it is ErrConflict.
+			f.wantDamaged(tc.id, "", true, tc.decide...)
 			if tc.scan == "" {
 				f.wantRemoved(tc.id)
 				return

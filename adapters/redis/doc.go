@@ -134,9 +134,16 @@
 // since they are not one record's: a queue-wide key that is damaged (the
 // sequence, an index of another type) and a task whose version is beyond
 // the sequence (the sequence went back and would hand out versions
-// again). An index entry without its task holds no key, so until a scan
-// sets it aside an Enqueue of its ID makes a new task; the scan then
-// finds the new task sound or sets it aside, never runs the lost one.
+// again). An index entry without its task (a task key deleted with its
+// entries left, say) is such a record too: its ID stays taken, so an
+// Enqueue of it, alone or as an EnqueueBatch item, is core.ErrConflict and
+// writes nothing, and Get shows it quarantined until a scan sets it aside
+// or the operator removes it. Neither Enqueue nor an EnqueueBatch item reads
+// the record that takes its ID, so its damage never refuses the batch.
+// In an AckBatch (with or without its pop), an item that names a damaged
+// record is answered core.ErrCorrupt, whatever its token (the record cannot
+// say whether the token is its own), and leaves the record as it is; the
+// other items are decided as if it were not there.
 //
 // Every key a script touches is declared in KEYS when the caller can name
 // it: the queue's keys, and the task's key for an operation on one task.

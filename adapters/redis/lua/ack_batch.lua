@@ -2,7 +2,8 @@
 -- the rules of Ack (the token, then the state) against what the items before
 -- it left, each answered on its own: a refused item changes nothing and does
 -- not stop the others (a claim named twice is acknowledged once; the second
--- item finds the task Succeeded).
+-- item finds the task Succeeded). An item on a damaged record is CORRUPT
+-- (8 key detail) and leaves the record as it is.
 --
 -- KEYS: KEYS[1..11] as in lib.lua (the tasks' keys are KEYS[11] .. ID);
 -- KEYS[12] the memo key.
@@ -13,7 +14,8 @@
 --   {0, now, item, item, ...}    per item its code, the number of strings
 --                                that follow and then, for code 0, the task
 --                                (ID, packed value), else the refusal's detail
---                                (2 STALE_CLAIM reason, 4 TRANSITION state)
+--                                (2 STALE_CLAIM reason, 4 TRANSITION state,
+--                                8 CORRUPT key detail)
 --   {1, detail}                  INVALID_ARGUMENT: of the batch itself
 --   {8, key, detail}             CORRUPT
 --   {9, seq}                     SEQUENCE_EXHAUSTED
@@ -24,15 +26,11 @@ return run(function()
   local seq = load_seq()
   local m = recall_reply()
   if m then return m end
-  -- Every check before the first write: each item's task as stored.
-  local tasks, ids = load_items(2, 3, n, seq)
-  local found = {}
-  for _, id in ipairs(ids) do
-    if tasks[id] then found[#found + 1] = tasks[id] end
-  end
-  check_all(found)
+  -- Every check before the first write: each item's task as stored, and
+  -- the damaged records among them, whose items are CORRUPT.
+  local tasks, damaged = ack_tasks(2, n, seq)
 
-  local items, acked, version = ack_items(tasks, 2, n, seq, now)
+  local items, acked, version = ack_items(tasks, damaged, 2, n, seq, now)
   reserve(seq, #acked)
 
   store_all(acked)

@@ -37,12 +37,7 @@ return run(function()
   if m then return m end
   -- Every check before the first write: each item's task as stored, and
   -- the first k of the ready index with their tasks.
-  local tasks, ids = load_items(4, 3, n, seq)
-  local found = {}
-  for _, id in ipairs(ids) do
-    if tasks[id] then found[#found + 1] = tasks[id] end
-  end
-  check_all(found)
+  local tasks, damaged = ack_tasks(4, n, seq)
   local first, aside = {}, {}
   if redis.call('EXISTS', KEYS[12]) == 0 then
     first, aside = sift('ready', function(offset, count)
@@ -50,7 +45,7 @@ return run(function()
     end, k, seq)
   end
 
-  local items, changed, version = ack_items(tasks, 4, n, seq, now)
+  local items, changed, version = ack_items(tasks, damaged, 4, n, seq, now)
   reserve(seq, #changed + #first)
   set_aside(aside)
   for _, t in ipairs(first) do

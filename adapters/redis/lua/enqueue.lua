@@ -16,7 +16,9 @@
 -- Returns:
 --   {0, now, task}               the new task (ID, packed value)
 --   {1, detail}                  INVALID_ARGUMENT: an argument does not parse
---   {5}                          EXISTS: a task has the ID (in any state)
+--   {5}                          EXISTS: a task has the ID (in any state), or
+--                                a damaged record: a key that does not hold
+--                                a task, an index entry without its task
 --                                (a task this call added is answered as stored)
 --   {10, holder, key}            DUPLICATE: the task holder holds the unique key
 --   {7, pending}                 QUEUE_FULL: pending tasks reached capacity
@@ -49,6 +51,9 @@ return run(function()
     local holder = key_holder(key, now)
     if holder then refuse(DUPLICATE, holder, key) end
   end
+  -- So does an index entry without its task (Get shows it quarantined):
+  -- checked before any write.
+  if listed(id) then refuse(EXISTS) end
   if capacity > 0 then
     local pending = 0
     for _, i in ipairs({6, 7, 8}) do pending = pending + rcall(KEYS[i], 'ZCARD', KEYS[i]) end

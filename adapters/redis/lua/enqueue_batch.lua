@@ -1,7 +1,9 @@
 -- enqueue_batch.lua: EnqueueBatch adds tasks in order, each by the rules of
 -- Enqueue against what the items before it left, each answered on its own:
 -- a refused item (an argument that does not parse, an ID taken, also by an
--- earlier item, a full queue) changes nothing and does not stop the others.
+-- earlier item or by a damaged record, a full queue) changes nothing and
+-- does not stop the others. As Enqueue, it does not read the records of
+-- the IDs taken.
 --
 -- KEYS: KEYS[1..11] as in lib.lua (the tasks' keys are KEYS[11] .. ID);
 -- KEYS[12] the memo key.
@@ -29,8 +31,8 @@ return run(function()
   local seq = load_seq()
   local m = recall_reply()
   if m then return m end
-  -- Every check before the first write: each item's task as stored.
-  local stored = load_items(3, 8, n, seq)
+  -- Every check before the first write: which IDs are taken.
+  local stored = taken_ids(3, 8, n)
   local pending = 0
   if capacity > 0 then
     for _, i in ipairs({6, 7, 8}) do pending = pending + rcall(KEYS[i], 'ZCARD', KEYS[i]) end

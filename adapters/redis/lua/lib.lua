@@ -638,6 +638,61 @@ local function set_aside(aside)
   end
 end
 
+-- listed reports whether id has an entry in an index of the queue
+-- (KEYS[2..10]): for an ID whose key holds nothing, an index entry without
+-- its task, a damaged record that keeps the ID taken (see examine).
+local function listed(id)
+  for i = 2, 10 do
+    if rcall(KEYS[i], 'ZSCORE', KEYS[i], id) then return true end
+  end
+  return false
+end
+
+-- taken_ids returns, for the IDs the n items of a batch name (the ID of
+-- item i, from 0, is ARGV[first + stride * i]), whether each is taken as
+-- Enqueue judges it: its key holds anything (a damaged record included),
+-- or an index lists it without its task. It reads no record: one MGET,
+-- then for the IDs with no string value one EXISTS and one ZMSCORE per
+-- index.
+local function taken_ids(first, stride, n)
+  local by, ids, keys = {}, {}, {}
+  for i = 0, n - 1 do
+    local id = ARGV[first + stride * i]
+    if by[id] == nil then
+      by[id] = false
+      ids[#ids + 1] = id
+      keys[#keys + 1] = KEYS[11] .. id
+    end
+  end
+  local free, freekeys = {}, {}
+  for i = 1, #ids, 1000 do
+    local r = redis.call('MGET', unpack(keys, i, math.min(i + 999, #ids)))
+    for j = 1, #r do
+      if r[j] then
+        by[ids[i + j - 1]] = true
+      else
+        free[#free + 1] = ids[i + j - 1]
+        freekeys[#freekeys + 1] = keys[i + j - 1]
+      end
+    end
+  end
+  if #free == 0 then return by end
+  for i = 1, #free, 1000 do
+    if redis.call('EXISTS', unpack(freekeys, i, math.min(i + 999, #free))) > 0 then
+      for x = i, math.min(i + 999, #free) do
+        if redis.call('EXISTS', freekeys[x]) == 1 then by[free[x]] = true end
+      end
+    end
+  end
+  for k = 2, 10 do
+    local r = scores(k, free)
+    for x = 1, #free do
+      if r[x] then by[free[x]] = true end
+    end
+  end
+  return by
+end
+
 -- examine reads the record of the task at key for an operator (Get,
 -- Remove) without refusing for its own damage: the task (a quarantined
 -- one included), or nil and why it cannot be trusted, or nil and nil when
@@ -646,9 +701,7 @@ end
 local function examine(key, id, seq)
   local v = redis.pcall('GET', key)
   if not v then
-    for i = 2, 10 do
-      if rcall(KEYS[i], 'ZSCORE', KEYS[i], id) then return nil, 'index entry without its task' end
-    end
+    if listed(id) then return nil, 'index entry without its task' end
     return nil, nil
   end
   local t, why = judge(id, nil, nil, seq)
@@ -957,18 +1010,57 @@ local function inspected(id, expect, seq)
   return t
 end
 
+-- ack_tasks reads the tasks the n acks of a batch name (the ID of item i,
+-- from 0, is ARGV[first + 3i]), as load_items does, each checked against
+-- its indexes: a map from ID to the task (false where there is none), and
+-- a map from the ID of each damaged record among them (see judge; an
+-- index entry without its task included) to why. The common case, nothing
+-- damaged, reads as load_items and check_all do; only when that meets a
+-- record's damage are the items judged one by one. Damage to a queue-wide
+-- key still refuses the call.
+local function ack_tasks(first, n, seq)
+  local ok, tasks, ids = pcall(load_items, first, 3, n, seq)
+  if ok then
+    local found = {}
+    for _, id in ipairs(ids) do
+      if tasks[id] then found[#found + 1] = tasks[id] end
+    end
+    ok, ids = pcall(check_all, found)
+    if ok then return tasks, {} end
+    tasks = ids
+  end
+  if not (type(tasks) == 'table' and tasks.leasehold and tasks.leasehold[1] == CORRUPT) then error(tasks, 0) end
+  local by, damaged = {}, {}
+  for i = 0, n - 1 do
+    local id = ARGV[first + 3 * i]
+    if by[id] == nil then
+      by[id] = false
+      local key = KEYS[11] .. id
+      if redis.call('EXISTS', key) == 1 or listed(id) then
+        local t, why = judge(id, nil, nil, seq)
+        if t then by[id] = t else damaged[id] = why end
+      end
+    end
+  end
+  return by, damaged
+end
+
 -- ack_items decides the n acks of a batch, item i being ARGV[first + 3i]
 -- (task ID), ARGV[first + 1 + 3i] (claim token) and ARGV[first + 2 + 3i]
 -- (result), against the loaded tasks and what the items before it left:
 -- a task Running under the item's token succeeds, stamped with the version
--- after the last; any other is answered with its refusal. It returns the
--- answers (a task, or {code, detail}), the tasks acked and the last version.
-local function ack_items(tasks, first, n, version, now)
+-- after the last; an item on a damaged record (damaged, from ack_tasks) is
+-- CORRUPT whatever its token, as a decision on it is; any other is answered
+-- with its refusal. It returns the answers (a task, or {code, detail...}),
+-- the tasks acked and the last version.
+local function ack_items(tasks, damaged, first, n, version, now)
   local items, acked = {}, {}
   for i = 0, n - 1 do
     local id, token = ARGV[first + 3 * i], ARGV[first + 1 + 3 * i]
     local t = tasks[id]
-    if not t then
+    if damaged[id] then
+      items[i + 1] = {CORRUPT, KEYS[11] .. id, damaged[id]}
+    elseif not t then
       items[i + 1] = {STALE, 'missing'}
     elseif fmt(t.token) ~= token then
       items[i + 1] = {STALE, 'token'}
