@@ -35,9 +35,11 @@ lint: vet
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; exit 1; }
 	$(GO) run $(STATICCHECK) $(PKGS)
 
-# Long property runs of the model and the adapters.
+# Long property runs of the model and the adapters, and the harness on a
+# Redis Cluster through five master failovers a run.
 fuzz:
 	$(GO) test ./fuzz/... -count=1 -rapid.checks=20000 -timeout 60m
+	LEASEHOLD_FAILOVERS=5 $(GO) test ./linearizability/ -count=1 -run 'TestClusterFailoverHistories' -timeout 20m
 
 # The mutant catalogue: each historical bug must be caught by the harness.
 mutants:

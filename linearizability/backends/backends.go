@@ -152,9 +152,10 @@ func RedisShared(url string) (linearizability.Factory, error) {
 // history, deleted when it ends, and the harness's clock. Every store of
 // every history shares one cluster client (a pool per node), which routes
 // each queue's scripts to the master of its slot (a store from redis.New
-// leaves its client open when closed). The client stays open for the life
-// of the process.
-func RedisCluster(addrs []string) (linearizability.Factory, error) {
+// leaves its client open when closed). opts are added to every store's
+// (redis.WithReplicaAcks, say). The client, made with go-redis's default
+// options, stays open for the life of the process.
+func RedisCluster(addrs []string, opts ...redis.Option) (linearizability.Factory, error) {
 	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -167,7 +168,7 @@ func RedisCluster(addrs []string) (linearizability.Factory, error) {
 		prefix := fmt.Sprintf("leasehold-check:%x:%d:", run, historySeq.Add(1))
 		return &linearizability.Backend{
 			Client: func() (core.Store, error) {
-				return redis.New(c, redis.WithPrefix(prefix), redis.WithClock(clock), redis.WithCapacity(capacity))
+				return redis.New(c, append([]redis.Option{redis.WithPrefix(prefix), redis.WithClock(clock), redis.WithCapacity(capacity)}, opts...)...)
 			},
 			Close: func() error {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
