@@ -87,8 +87,12 @@ func (s *Store) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (co
 // distinct tasks are applied by one statement; a batch that names a task
 // twice runs the statement of Ack once per claim. With a pop (p.Pop.N not
 // 0), the same transaction then claims the next Ready tasks with Pop's
-// statement, after the acks. An error that is not an item's own (a damaged
-// row, the transport) fails the whole batch, which then changes nothing.
+// statement, after the acks. An item that names a damaged record is
+// answered ErrCorrupt, whatever its token, and leaves the record as it is
+// (when its statement matched the record, the transaction is undone and the
+// batch runs again without that item); the other items are decided as if it
+// were not there. An error that is not an item's own (the transport, a
+// damaged sequence) fails the whole batch, which then changes nothing.
 func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.BatchResult, error) {
 	validate := func() error {
 		if err := model.CheckBatchSize(len(p.Acks)); err != nil {
@@ -103,44 +107,117 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 	}
 	items := make([]core.ItemResult, len(p.Acks))
 	var claimed []model.Task
+	// The items' damaged records met so far: their items are answered
+	// ErrCorrupt, and the acks run without them (live).
+	damaged := map[string]error{}
+	live := func() (idx []int, acks []core.AckItem) {
+		for i, a := range p.Acks {
+			if damaged[a.Claim.TaskID] == nil {
+				idx, acks = append(idx, i), append(acks, a)
+			}
+		}
+		return idx, acks
+	}
+	fill := func(idx []int, sub []core.ItemResult) {
+		clear(items)
+		for i, a := range p.Acks {
+			items[i].Err = damaged[a.Claim.TaskID]
+		}
+		for k, i := range idx {
+			items[i] = sub[k]
+		}
+	}
+	// ackErr is the error of the acks: an item's damaged record, which the
+	// statement matched and changed, undoes the transaction and runs the
+	// batch again without it; any other refuses the batch.
+	ackErr := func(err error) error {
+		var d *damagedError
+		if errors.As(err, &d) && slices.ContainsFunc(p.Acks, func(a core.AckItem) bool { return a.Claim.TaskID == d.id }) {
+			return &damagedItem{d}
+		}
+		return decided(err) // an ack does not set a record aside
+	}
 	var pipe pipeFunc
 	if distinctTasks(p.Acks) && (p.Pop.N == 0 || s.popMode == PopUpdateReturning) {
 		pipe = func(o *opTx, b *pgx.Batch) func(pgx.BatchResults) error {
 			clear(items)
 			claimed = nil
-			readAcks := o.ackManyPiped(p.Acks, items, b)
+			idx, acks := live()
+			sub := make([]core.ItemResult, len(acks))
+			readAcks := o.ackManyPiped(acks, sub, b)
+			read := func(res pgx.BatchResults) error {
+				if err := readAcks(res); err != nil {
+					return ackErr(err)
+				}
+				fill(idx, sub)
+				return nil
+			}
 			if p.Pop.N == 0 {
-				return func(res pgx.BatchResults) error { return decided(readAcks(res)) }
+				return read
 			}
 			readPop := o.popPiped(p.Pop.Lease, p.Pop.N, b, &claimed)
 			return func(res pgx.BatchResults) error {
-				if err := readAcks(res); err != nil {
-					return decided(err)
+				if err := read(res); err != nil {
+					return err
 				}
 				return readPop(res)
 			}
 		}
 	}
-	now, err := s.scanWrite(ctx, p.Queue, 0, validate, func(o *opTx) error {
-		clear(items) // fn runs again when the transaction it shared failed
+	step := func(o *opTx) error {
+		clear(items) // step runs again when the transaction it shared failed
 		claimed = nil
+		idx, acks := live()
+		sub := make([]core.ItemResult, len(acks))
 		var err error
-		if distinctTasks(p.Acks) {
-			err = o.ackMany(p.Acks, items)
+		if distinctTasks(acks) {
+			err = o.ackMany(acks, sub)
 		} else {
-			err = o.ackEach(p.Acks, items)
+			err = o.ackEach(acks, sub)
 		}
-		if err != nil || p.Pop.N == 0 {
-			return decided(err) // an ack does not set a record aside
+		if err != nil {
+			return ackErr(err)
+		}
+		fill(idx, sub)
+		if p.Pop.N == 0 {
+			return nil
 		}
 		claimed, err = o.pop(p.Pop.Lease, p.Pop.N)
 		return err
-	}, pipe)
-	if err != nil {
-		return core.BatchResult{}, err
 	}
-	return core.BatchResult{Now: now, Items: items, Claimed: claimed}, nil
+	for {
+		now, err := s.scanWrite(ctx, p.Queue, 0, validate, step, pipe)
+		var di *damagedItem
+		if errors.As(err, &di) && damaged[di.d.id] == nil {
+			damaged[di.d.id] = decided(di.d)
+			continue
+		}
+		if err != nil {
+			return core.BatchResult{}, err
+		}
+		// An item its guard refused may name a damaged record the
+		// statement did not match (a wrong token): its damage is
+		// reported first, as of a read of the row now.
+		for i, a := range p.Acks {
+			if guardRefusal(items[i].Err) {
+				if derr := s.damage(ctx, p.Queue, a.Claim.TaskID); derr != nil {
+					items[i].Err = derr
+				}
+			}
+		}
+		return core.BatchResult{Now: now, Items: items, Claimed: claimed}, nil
+	}
 }
+
+// damagedItem is what AckBatch's step returns when an item's statement met
+// its damaged record: the transaction is undone and the batch runs again
+// with that item answered ErrCorrupt. It is not a *damagedError, which
+// scanWrite would set aside.
+type damagedItem struct{ d *damagedError }
+
+func (e *damagedItem) Error() string { return e.d.Error() }
+
+func (e *damagedItem) Unwrap() error { return core.ErrCorrupt }
 
 // ackEach acknowledges the claims one statement each, in order: as in
 // EnqueueBatch, every item's statement and a read of its task in one round

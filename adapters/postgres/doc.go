@@ -155,7 +155,10 @@
 // costs nothing more: only a scan that met a damaged row runs again, in a
 // new transaction that sets each such row aside from a savepoint. A
 // decision on a damaged row (Extend, Ack, Fail, Retry, Requeue, Finalize,
-// InspectRequeue) is an error wrapping core.ErrCorrupt and rolls back; Get
+// InspectRequeue) is an error wrapping core.ErrCorrupt, whatever its token
+// or version (the damage is reported first), and rolls back; in an
+// AckBatch only the item that names the damaged row is ErrCorrupt, and the
+// other items are decided; Get
 // shows it as quarantined with the reason and List passes over it, both
 // without writing; Remove with no expected version deletes it. Counts and
 // List(core.Quarantined) include rows set aside and rows whose state is

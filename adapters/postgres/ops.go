@@ -429,6 +429,11 @@ func (s *Store) workerOp(ctx context.Context, tx pgx.Tx, flags lockFlags, op mod
 		now, err = s.writeIn(ctx, tx, c.Queue, flags, check, fn)
 	} else {
 		now, err = s.writePiped(ctx, c.Queue, flags, check, fn, pipe)
+		if pipe != nil && guardRefusal(err) {
+			if derr := s.damage(ctx, c.Queue, c.TaskID); derr != nil {
+				err = derr
+			}
+		}
 	}
 	if err != nil {
 		return core.TaskResult{}, err
@@ -455,7 +460,44 @@ func (o *opTx) workerOp(op model.Op, c model.Claim, q string, extra []any) (mode
 // (ErrStaleClaim), else the op is not legal from its state.
 func (o *opTx) diagnoseClaim(op model.Op, c model.Claim) error {
 	state, token, _, found, err := o.probe(c.TaskID)
+	if err == nil && found && state != model.Quarantined {
+		if err := o.damage(c.TaskID); err != nil {
+			return err
+		}
+	}
 	return claimRefusal(op, c, state, token, found, err)
+}
+
+// damage reads the whole row of a task a guarded statement did not match
+// and returns core.ErrCorrupt for it when the row does not decode: a
+// decision on a damaged record is ErrCorrupt whatever its token or version
+// (the record cannot say whether they are its own), as the model has it.
+// Only the refusals pay for it.
+func (o *opTx) damage(id string) error {
+	_, err := scanTasks(o.tx.Query(o.ctx, o.s.q.get, o.queue, []byte(id)))
+	return decided(err)
+}
+
+// damage is opTx.damage after the transaction that refused a decision
+// (the piped Ack, an AckBatch item): the row as it is now. A damaged row
+// makes the call ErrCorrupt, which changes nothing, as of this read; a
+// sound one (or a read that fails) leaves the refusal as the transaction
+// gave it.
+func (s *Store) damage(ctx context.Context, queue, id string) error {
+	_, err := scanTasks(s.pool.Query(ctx, s.q.get, queue, []byte(id)))
+	var d *damagedError
+	if errors.As(err, &d) {
+		return decided(d)
+	}
+	return nil
+}
+
+// guardRefusal reports whether err is a refusal by a decision's guard (a
+// stale claim, a cancelled task, an invalid transition), which a damaged
+// record must not give: its damage is reported first.
+func guardRefusal(err error) bool {
+	var te *model.TransitionError
+	return errors.Is(err, core.ErrStaleClaim) || errors.As(err, &te)
 }
 
 // claimRefusal is diagnoseClaim's answer from the probe's.
@@ -599,6 +641,11 @@ func (s *Store) brokerOp(ctx context.Context, op model.Op, rc model.ReapClaim, f
 		}
 		if !found {
 			state, _, version, found, err := o.probe(rc.TaskID)
+			if err == nil && found && state != model.Quarantined {
+				if err := o.damage(rc.TaskID); err != nil {
+					return err
+				}
+			}
 			switch {
 			case err != nil:
 				return err

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/leasehold/leasehold/core"
@@ -62,9 +63,12 @@ func (t tx) enqueueBatch(p core.EnqueueBatchParams, now time.Time, items []core.
 // the queue's sequence in order, and the sequence advances once for the
 // successful items. With a pop (p.Pop.N not 0), the same transaction then
 // claims the next Ready tasks with Pop's statements, after the acks: one
-// transaction and one commit for both. An error that is not an item's own
-// (a damaged row, the transport) fails the whole batch, which then changes
-// nothing.
+// transaction and one commit for both. An item that names a damaged record
+// is answered ErrCorrupt, whatever its token, and leaves the record as it
+// is (when its statement matched the record, the transaction is undone and
+// the batch runs again without that item); the other items are decided as
+// if it were not there. An error that is not an item's own (the transport,
+// a damaged sequence) fails the whole batch, which then changes nothing.
 func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.BatchResult, error) {
 	validate := func() error {
 		if err := model.CheckBatchSize(len(p.Acks)); err != nil {
@@ -79,7 +83,8 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 	}
 	items := make([]core.ItemResult, len(p.Acks))
 	var claimed []model.Task
-	now, err := s.write(ctx, p.Queue, validate, func(t tx, now time.Time) error {
+	damaged := map[string]*damagedError{} // the items' damaged records met so far
+	fn := func(t tx, now time.Time) error {
 		clear(items)
 		claimed = nil
 		// The first ack is stamped with the sequence's next value, read by
@@ -93,11 +98,21 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 				items[i].Err = err
 				continue
 			}
+			if d := damaged[c.TaskID]; d != nil {
+				items[i].Err = d
+				continue
+			}
 			var v any // nil: the sequence's next value (newVersion)
 			if base >= 0 {
 				v = base + int64(acked) + 1
 			}
 			task, found, err := t.oneTask(sqlAck, withVersion([]any{p.Queue, c.TaskID, int64(c.Token), micros(now), blob(a.Result)}, v)...)
+			var d *damagedError
+			if errors.As(err, &d) && d.id == c.TaskID {
+				// The statement matched the record and changed it:
+				// undone with the transaction, and run again without it.
+				return &damagedItem{d}
+			}
 			if err != nil {
 				return t.stamped(p.Queue, err)
 			}
@@ -143,12 +158,29 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 			err = t.advanceTo(p.Queue, acked, uint64(base)+uint64(acked))
 		}
 		return err
-	})
-	if err != nil {
-		return core.BatchResult{}, err
 	}
-	return core.BatchResult{Now: now, Items: items, Claimed: claimed}, nil
+	for {
+		now, err := s.write(ctx, p.Queue, validate, fn)
+		var di *damagedItem
+		if errors.As(err, &di) && damaged[di.d.id] == nil {
+			damaged[di.d.id] = di.d
+			continue
+		}
+		if err != nil {
+			return core.BatchResult{}, err
+		}
+		return core.BatchResult{Now: now, Items: items, Claimed: claimed}, nil
+	}
 }
+
+// damagedItem is what AckBatch's step returns when an item's statement met
+// its damaged record: the transaction is undone and the batch runs again
+// with that item answered ErrCorrupt.
+type damagedItem struct{ d *damagedError }
+
+func (e *damagedItem) Error() string { return e.d.Error() }
+
+func (e *damagedItem) Unwrap() error { return e.d }
 
 // isItemError reports whether err is one of the model's refusals, which
 // refuse one item of a batch and change nothing.

@@ -142,7 +142,10 @@
 // is checked each time it is drawn from, and when an operation that would
 // draw from it is refused: a value that is not an integer, or a
 // missing row while the queue has tasks, is ErrCorrupt, never a restart of
-// the versions that could hand out a token a live claim holds. A row
+// the versions that could hand out a token a live claim holds. A decision
+// on a damaged row is ErrCorrupt whatever its token or version (the damage
+// is reported first); in an AckBatch only the item that names it is, and
+// the other items are decided. A row
 // is checked as the operation leaves it, so an operation that overwrites
 // every damaged field (an Extend over a damaged deadline) succeeds and
 // leaves a sound row.

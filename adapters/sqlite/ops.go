@@ -541,6 +541,9 @@ func (s *Store) workerOp(ctx context.Context, op model.Op, c model.Claim, valida
 // else the op is not legal from its state.
 func (t tx) diagnoseClaim(op model.Op, c model.Claim) error {
 	state, token, _, found, err := t.probe(c.Queue, c.TaskID)
+	if err == nil && found && state != model.Quarantined {
+		err = t.damage(c.Queue, c.TaskID)
+	}
 	switch {
 	case err != nil:
 		return err
@@ -558,6 +561,20 @@ func (t tx) diagnoseClaim(op model.Op, c model.Claim) error {
 		}
 	}
 	return transition(op, state, c.TaskID)
+}
+
+// damage reads the whole row of a task a guarded statement did not match
+// and returns its *damagedError when the row does not decode: a decision
+// on a damaged record is ErrCorrupt whatever its token or version (the
+// record cannot say whether they are its own), as the model has it. Only
+// the refusals pay for it.
+func (t tx) damage(queue, id string) error {
+	_, err := scanTasks(t.query(sqlGet, queue, id))
+	var d *damagedError
+	if errors.As(err, &d) {
+		return d
+	}
+	return err
 }
 
 // transition is the refusal of op from state, after every other guard held.
@@ -727,6 +744,9 @@ func (s *Store) brokerOp(ctx context.Context, op model.Op, rc model.ReapClaim, c
 		}
 		if !found {
 			state, _, version, found, err := t.probe(rc.Queue, rc.TaskID)
+			if err == nil && found && state != model.Quarantined {
+				err = t.damage(rc.Queue, rc.TaskID)
+			}
 			switch {
 			case err != nil:
 				return err
