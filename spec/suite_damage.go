@@ -49,6 +49,55 @@ var damageSuite = []suiteCase{
 			e.t.Errorf("poison: %s, want set aside", formatTask(got))
 		}
 	}},
+	{name: "AckBatchAnswersADamagedItemCorruptAndAcksTheOthers", run: func(e *env) {
+		// The damage is reported whatever the item's token: an item on a
+		// damaged record is ErrCorrupt and leaves it as it is; the sound
+		// items are decided as if it were not there.
+		bs := e.batch()
+		_, a := e.running("a")
+		_, poison := e.running("poison")
+		_, b := e.running("b")
+		e.damage("poison")
+		wrong := poison
+		wrong.Token += 100
+		res, err := bs.AckBatch(e.ctx, core.AckBatchParams{Queue: e.q, Acks: []core.AckItem{{Claim: a}, {Claim: poison}, {Claim: wrong}, {Claim: b}}})
+		e.ok("AckBatch with a damaged item", err)
+		e.wantItems("AckBatch with a damaged item", res, nil, core.ErrCorrupt, core.ErrCorrupt, nil)
+		// Named once each, so a store that acks distinct tasks together
+		// meets it there too.
+		_, c := e.running("c")
+		res, err = bs.AckBatch(e.ctx, core.AckBatchParams{Queue: e.q, Acks: []core.AckItem{{Claim: wrong}, {Claim: c}}})
+		e.ok("AckBatch with a damaged item", err)
+		e.wantItems("AckBatch with a damaged item", res, core.ErrCorrupt, nil)
+		_, d := e.running("d")
+		res, err = bs.AckBatch(e.ctx, core.AckBatchParams{Queue: e.q, Acks: []core.AckItem{{Claim: d}, {Claim: poison}}, Pop: core.AckPop{Lease: lease, N: 1}})
+		e.ok("AckBatch with a damaged item and a pop", err)
+		e.wantItems("AckBatch with a damaged item and a pop", res, nil, core.ErrCorrupt)
+	}},
+	{name: "ADecisionWithAWrongTokenOnADamagedTaskIsCorrupt", run: func(e *env) {
+		// The damage is reported first: the store cannot read the record,
+		// so it cannot tell that the token is not the task's.
+		_, rc := e.reaped("reaped")
+		_, c := e.running("poison")
+		e.damage("poison")
+		e.damage("reaped")
+		wrong := c
+		wrong.Token += 100
+		_, err := e.s.Ack(e.ctx, core.AckParams{Claim: wrong})
+		e.wantErr("Ack with a wrong token of a damaged task", err, core.ErrCorrupt)
+		_, err = e.s.Extend(e.ctx, core.ExtendParams{Claim: wrong, Lease: lease})
+		e.wantErr("Extend with a wrong token of a damaged task", err, core.ErrCorrupt)
+		_, err = e.s.Fail(e.ctx, core.FailParams{Claim: wrong, Message: "m"})
+		e.wantErr("Fail with a wrong token of a damaged task", err, core.ErrCorrupt)
+		_, err = e.s.Retry(e.ctx, core.RetryParams{Claim: wrong})
+		e.wantErr("Retry with a wrong token of a damaged task", err, core.ErrCorrupt)
+		stale := rc
+		stale.Version += 100
+		_, err = e.s.Requeue(e.ctx, core.RequeueParams{ReapClaim: stale})
+		e.wantErr("Requeue with a wrong version of a damaged task", err, core.ErrCorrupt)
+		_, err = e.s.Finalize(e.ctx, core.FinalizeParams{ReapClaim: stale, Message: "m"})
+		e.wantErr("Finalize with a wrong version of a damaged task", err, core.ErrCorrupt)
+	}},
 	{name: "DecisionsOnADamagedRunningTaskAreCorruptUntilTheBrokerSetsItAside", run: func(e *env) {
 		_, c := e.running("poison")
 		_, sound := e.running("sound")
