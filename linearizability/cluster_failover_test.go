@@ -86,8 +86,8 @@ func clusterFailoverHistories(t *testing.T, acks bool) {
 	var gate sync.RWMutex
 	cfg.Factory = func(clock core.Clock, capacity int) (*linearizability.Backend, error) {
 		gate.RLock()
-		gate.RUnlock()
 		b, err := f(clock, capacity)
+		gate.RUnlock()
 		if err != nil {
 			return nil, err
 		}
