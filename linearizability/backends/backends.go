@@ -156,7 +156,14 @@ func RedisShared(url string) (linearizability.Factory, error) {
 // (redis.WithReplicaAcks, say). The client, made with go-redis's default
 // options, stays open for the life of the process.
 func RedisCluster(addrs []string, opts ...redis.Option) (linearizability.Factory, error) {
-	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs})
+	return RedisClusterClient(goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs}), opts...)
+}
+
+// RedisClusterClient is RedisCluster on a cluster client of the caller's
+// (with hooks of its own, say), which it closes if the cluster does not
+// answer and otherwise leaves open.
+func RedisClusterClient(c *goredis.ClusterClient, opts ...redis.Option) (linearizability.Factory, error) {
+	addrs := c.Options().Addrs
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := c.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error { return m.Ping(ctx).Err() }); err != nil {
