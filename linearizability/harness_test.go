@@ -133,13 +133,6 @@ func TestRandomizedHistories(t *testing.T) {
 			if raceEnabled {
 				d = time.Second // a few histories: the driver is slow under -race
 			}
-			// A decision with another token on a damaged row is judged by
-			// the token before the damage is seen (stale_claim, not
-			// ErrCorrupt): the plans damage records here only with
-			// LEASEHOLD_DAMAGE=1 until it is.
-			if os.Getenv("LEASEHOLD_DAMAGE") != "1" {
-				f = backends.WithoutDamage(f)
-			}
 			cfg := budget(t, name, 500, d)
 			cfg.Tx = true // EnqueueTx and EnqueueBatchTx
 			check(t, cfg, f)
@@ -157,13 +150,6 @@ func TestRandomizedHistories(t *testing.T) {
 					t.Error(err)
 				}
 			}()
-			// A worker's decision on a damaged row is judged by its state
-			// before the damage is seen (an Ack of a damaged Failed task is
-			// an invalid transition, not ErrCorrupt): the plans damage
-			// records here only with LEASEHOLD_DAMAGE=1 until it is.
-			if os.Getenv("LEASEHOLD_DAMAGE") != "1" {
-				f = backends.WithoutDamage(f)
-			}
 			cfg := budget(t, name, 500, 3*time.Second)
 			cfg.Tx = true // EnqueueTx and AckTx
 			check(t, cfg, f)

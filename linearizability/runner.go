@@ -29,10 +29,6 @@ type Backend struct {
 	// no such record, of model.ErrInvalidTransition when it is already
 	// damaged or set aside; any other error leaves the outcome open.
 	Damage func(ctx context.Context, queue, id string) error
-	// DamageWithoutBatches makes the clients of a plan that damages a
-	// record use no batch call (an AckPop is then an Ack), for an adapter
-	// whose AckBatch does not yet answer a damaged item as the model does.
-	DamageWithoutBatches bool
 }
 
 // Factory makes the backend of one history: empty stores that judge time by
@@ -111,7 +107,6 @@ func Execute(ctx context.Context, p *Plan, f Factory) (*History, error) {
 		fs := &faultStore{Store: s}
 		var recorded core.Store = fs
 		_, batch := s.(core.BatchStore)
-		batch = batch && !(be.DamageWithoutBatches && be.Damage != nil && p.Damages())
 		if batch {
 			recorded = &batchFaultStore{fs}
 		}

@@ -56,7 +56,7 @@ func TestHistoriesAreLinearizable(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					factory = backends.WithoutDamage(f) // see its doc
+					factory = f
 				}
 				rep, err := linearizability.Run(ctx, linearizability.Config{
 					Name:      "sqlite-" + mode.String(),

@@ -160,8 +160,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "leasehold check: %v\n", err)
 				return 2
 			}
-			// No damaged records on SQLite yet: see backends.WithoutDamage.
-			adapters = append(adapters, adapter{"sqlite-" + mode.String(), backends.WithoutDamage(sf), true})
+			adapters = append(adapters, adapter{"sqlite-" + mode.String(), sf, true})
 		}
 	}
 	if f.postgres != "" {
@@ -176,8 +175,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 					fmt.Fprintf(stderr, "leasehold check: %v\n", err)
 				}
 			}()
-			// No damaged records on PostgreSQL yet: see backends.WithoutDamage.
-			adapters = append(adapters, adapter{"postgres-" + mode.String(), backends.WithoutDamage(pf), true})
+			adapters = append(adapters, adapter{"postgres-" + mode.String(), pf, true})
 		}
 	}
 

@@ -100,8 +100,7 @@ func Redis(url string) (linearizability.Factory, error) {
 				give(append(used, c))
 				return err
 			},
-			Damage:               redisDamage(damager, prefix),
-			DamageWithoutBatches: true, // an AckBatch with a damaged item is refused whole
+			Damage: redisDamage(damager, prefix),
 		}, nil
 	}, nil
 }
@@ -142,7 +141,7 @@ func RedisShared(url string) (linearizability.Factory, error) {
 		}
 		b := linearizability.SharedBatch(s)
 		b.Close = func() error { return errors.Join(s.Close(), deletePrefix(c, prefix)) }
-		b.Damage, b.DamageWithoutBatches = redisDamage(c, prefix), true
+		b.Damage = redisDamage(c, prefix)
 		return b, nil
 	}, nil
 }
@@ -182,8 +181,7 @@ func RedisClusterClient(c *goredis.ClusterClient, opts ...redis.Option) (lineari
 				defer cancel()
 				return c.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error { return deletePrefix(m, prefix) })
 			},
-			Damage:               redisDamage(c, prefix),
-			DamageWithoutBatches: true,
+			Damage: redisDamage(c, prefix),
 		}, nil
 	}, nil
 }
@@ -248,8 +246,7 @@ func SQLite(dir string, mode sqlite.PopMode) (linearizability.Factory, error) {
 		}
 		damage, closeDamage := sqliteDamage(path)
 		return &linearizability.Backend{
-			Damage:               damage,
-			DamageWithoutBatches: true, // an AckBatch with a damaged item is refused whole
+			Damage: damage,
 			Client: func() (core.Store, error) {
 				mu.Lock()
 				defer mu.Unlock()

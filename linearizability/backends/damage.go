@@ -13,8 +13,6 @@ import (
 
 	"github.com/leasehold/leasehold/adapters/memory"
 	"github.com/leasehold/leasehold/adapters/redis"
-	"github.com/leasehold/leasehold/core"
-	"github.com/leasehold/leasehold/linearizability"
 	"github.com/leasehold/leasehold/model"
 )
 
@@ -26,21 +24,6 @@ import (
 // model.ErrNotFound when there is no record and model.ErrInvalidTransition
 // when the record is already damaged or set aside, as model.Queue.Damage
 // does.
-
-// WithoutDamage is f with no Damage hook: the DamageTask steps of its
-// plans are skipped. The SQLite and PostgreSQL adapters judge a decision
-// with another token on a damaged row by the token or the state before they
-// see the damage (stale_claim or invalid_transition where the model says
-// ErrCorrupt), so their runs that must pass use it until they do not.
-func WithoutDamage(f linearizability.Factory) linearizability.Factory {
-	return func(clock core.Clock, capacity int) (*linearizability.Backend, error) {
-		b, err := f(clock, capacity)
-		if b != nil {
-			b.Damage = nil
-		}
-		return b, err
-	}
-}
 
 func notFound(queue, id string) error {
 	return fmt.Errorf("%w: no record of %s/%s to damage", model.ErrNotFound, queue, id)
