@@ -256,13 +256,12 @@ func (o *opTx) ackEach(acks []core.AckItem, items []core.ItemResult) error {
 	return res.Close()
 }
 
-// ackManyPiped is ackMany sent with the lock: the statement with its time
-// from txNow, then a read of every task of the batch, which says why for
-// the claims it did not apply (it changed none of their tasks).
-func (o *opTx) ackManyPiped(acks []core.AckItem, items []core.ItemResult, b *pgx.Batch) func(pgx.BatchResults) error {
-	ids := make([][]byte, 0, len(acks))
-	tokens := make([]int64, 0, len(acks))
-	results := make([][]byte, 0, len(acks))
+// ackArgs returns the arrays of the statement of ackMany for the claims of
+// acks that are valid, and answers the others' items with their error.
+func ackArgs(acks []core.AckItem, items []core.ItemResult) (ids [][]byte, tokens []int64, results [][]byte) {
+	ids = make([][]byte, 0, len(acks))
+	tokens = make([]int64, 0, len(acks))
+	results = make([][]byte, 0, len(acks))
 	for i, a := range acks {
 		if err := validClaim(a.Claim); err != nil {
 			items[i].Err = err
@@ -272,6 +271,14 @@ func (o *opTx) ackManyPiped(acks []core.AckItem, items []core.ItemResult, b *pgx
 		tokens = append(tokens, int64(a.Claim.Token))
 		results = append(results, clone(a.Result))
 	}
+	return ids, tokens, results
+}
+
+// ackManyPiped is ackMany sent with the lock: the statement with its time
+// from txNow, then a read of every task of the batch, which says why for
+// the claims it did not apply (it changed none of their tasks).
+func (o *opTx) ackManyPiped(acks []core.AckItem, items []core.ItemResult, b *pgx.Batch) func(pgx.BatchResults) error {
+	ids, tokens, results := ackArgs(acks, items)
 	b.Queue(o.s.q.ackManyNow, o.queue, ids, tokens, results, int64(0))
 	b.Queue(o.s.q.probeMany, o.queue, ids)
 	return func(res pgx.BatchResults) error {
@@ -357,18 +364,7 @@ func distinctTasks(acks []core.AckItem) bool {
 // (no other item touched its task), so reading those tasks afterwards, in
 // one round trip, says why in the model's order.
 func (o *opTx) ackMany(acks []core.AckItem, items []core.ItemResult) error {
-	ids := make([][]byte, 0, len(acks))
-	tokens := make([]int64, 0, len(acks))
-	results := make([][]byte, 0, len(acks))
-	for i, a := range acks {
-		if err := validClaim(a.Claim); err != nil {
-			items[i].Err = err
-			continue
-		}
-		ids = append(ids, []byte(a.Claim.TaskID))
-		tokens = append(tokens, int64(a.Claim.Token))
-		results = append(results, clone(a.Result))
-	}
+	ids, tokens, results := ackArgs(acks, items)
 	tasks, err := scanTasks(o.tx.Query(o.ctx, o.s.q.ackMany, o.queue, ids, tokens, results, micros(o.now)))
 	if err != nil {
 		return err
