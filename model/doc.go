@@ -135,6 +135,36 @@
 // A damaged queue-wide record (the sequence) cannot be set aside:
 // every operation that needs it is ErrCorrupt until it is repaired.
 //
+// # The application's transactions
+//
+// A store on a database the application also writes (SQLite, PostgreSQL)
+// can make Enqueue, EnqueueBatch and Ack inside a transaction the
+// application began, so that a task exists, or a claim is decided, exactly
+// when the application's own writes commit. The model has no operation for
+// such a transaction and needs none; a transaction maps onto the model so:
+//
+//   - each operation inside it is the model's operation, with its rules
+//     and errors, answered from the queue as the transaction's operations
+//     before it left it; a refused one changes nothing, and the
+//     transaction goes on;
+//   - a transaction that commits is its operations applied in order, one
+//     after another, at one instant between its first operation and its
+//     commit: from its first operation to its end the transaction holds
+//     the queue (the store's lock), so nothing else is applied between,
+//     and until it ends everyone else sees the queue without them;
+//   - a transaction that rolls back is no operation at all: the queue is
+//     as if none of its operations had been called. No task is left, no
+//     version or token was drawn (the next ones are those of the queue
+//     before it), no unique key was taken, no claim was decided, and an ID
+//     it used is free.
+//
+// So a store's transactional operations are checked against the same
+// [Queue] values as the others: the conformance suite of package spec
+// applies a transaction's operations to a copy of the queue and keeps the
+// copy only if the transaction commits, and the histories of package
+// linearizability record a transaction as one operation, applied at one
+// point of its span or not at all.
+//
 // # Arguments and times
 //
 // Every argument rule is written once, in this package ([ValidateEnqueue],
