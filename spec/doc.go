@@ -9,7 +9,13 @@
 //     Harness: the scenarios, one subtest per transition, guard, error kind
 //     and ordering rule, the batch operations (a store must implement
 //     core.BatchStore; the batch subtests fail with that message when it
-//     does not), and a few concurrent checks of atomicity.
+//     does not), and a few concurrent checks of atomicity. A harness
+//     whose adapter works inside the application's own database
+//     transaction (SQLite, PostgreSQL) gives a TxHarness, and Run plays
+//     the transaction scenarios on it too (TxScenarios): enqueues, batches
+//     and acks inside a transaction that commits or rolls back, with the
+//     application's row beside them, each step compared with the model's
+//     ModelTx.
 //   - Differential drives a store and the model side by side with random
 //     operations (rapid) and requires identical answers and states.
 //   - ModelStore is the model behind a mutex: the reference store the others

@@ -143,6 +143,14 @@ func Document() []byte {
 	p("## Cancel\n\n")
 	p("Cancel moves a scheduled, ready or running task to failed at once and appends the cancellation to its errors (marked as one: a task is *cancelled* when it is failed and its last error is the cancellation). A cancelled task is failed rather than in a state of its own: it will not succeed, and everything that handles terminal tasks (Prune, InspectRequeue, Remove, the counts) handles it already. A running task keeps its claim token: the worker that holds it is told at its next operation under the claim (a heartbeat's Extend, or its Ack, Fail or Retry, or an AckBatch item), which is refused as **cancelled**, a kind of stale claim, and changes nothing. A broker's claim on it is stale (its version changed), and no index leads a Pop or a broker to it: it is never acknowledged, retried or requeued afterwards, unless the operator requeues it.\n\n")
 
+	// --- transactions ---
+	p("## The application's transactions\n\n")
+	p("A store on a database the application also writes can make some operations inside a transaction the application began: SQLite's EnqueueTx and EnqueueBatchTx over the caller's `*sql.Tx`, PostgreSQL's EnqueueTx and AckTx over the caller's `pgx.Tx`. The memory and Redis stores offer none: they keep their tasks apart from any database the application writes (in the process's memory, on a Redis server), so there is no transaction of the application's for them to join. There is no operation of its own for a transaction in the table above, and it needs none:\n\n")
+	p("- each operation inside it follows its own rules and errors, answered as the model answers it from the queue the transaction's operations before it left; a refused one changes nothing and leaves the transaction usable;\n")
+	p("- a transaction that commits is its operations applied in order, together with the application's own writes, at one instant between its first operation and its commit: from its first operation to its end the transaction holds the queue (SQLite's write lock, PostgreSQL's row lock on the queue), so nothing else is applied between, and until it ends everyone else sees the queue without its operations;\n")
+	p("- a transaction that rolls back is no operation at all: no task, no version or token drawn, no unique key taken, no claim decided; the versions and tokens handed out afterwards are those of a queue that never saw it, and an ID it used is free.\n\n")
+	p("An AckTx whose claim no longer holds the task is refused as a **stale claim** inside the transaction, which the application should then roll back, so that its writes made under the lost claim do not commit either. The scenarios of the application's transactions below run on the stores that offer them (SQLite and PostgreSQL; those that ack in the transaction on PostgreSQL only), through the harness's application table and transactions, and are compared step by step with the model: an operation inside the transaction with the model's answer from the transaction's view of the queue, and after every step the store's state, read outside the transaction, with the model's committed state. PostgreSQL has no EnqueueBatchTx: there a batch in a transaction is enqueued one EnqueueTx at a time, which the model answers alike.\n\n")
+
 	// --- errors ---
 	p("## Errors\n\n")
 	p("| Error | Meaning | Returned by |\n|---|---|---|\n")
@@ -170,16 +178,32 @@ func Document() []byte {
 	p("## Scenarios\n\n")
 	p("Each scenario runs, step by step, on every store (subtest `Scenarios/<Name>` of the conformance suite) and on the model; after each step the store's answer and state must be the model's. A *claim forged from a task's version* is a claim built by hand, as a confused or malicious client would. Each scenario starts with an empty queue `%s`, a lease of %s for every Pop and a claim TTL of %s for every ClaimExpired unless a step says otherwise; tasks allow 3 attempts unless a step says otherwise.\n\n", DefaultQueue, humanDuration(scenarioLease), humanDuration(scenarioTTL))
 	p("After a step, *then* lists facts that hold: a state; *gone* (the task no longer exists); *unclaimed* (no claim token, ClaimedAt, Deadline or FinishedAt); *claimed-by=X* (the task's claim token is claim X's); *version=X* (the task is at the version X saw: nothing changed it since); *errors*, *leaselosses* (attempts that ended because the lease lapsed), *attempt*, *result*; *counts* (tasks in each state).\n\n")
-	for _, sc := range scenarios {
+	scenario := func(sc Scenario, where string) {
 		p("### %s\n\n", sc.Name)
 		if sc.Origin != "" {
-			p("*From %s.*\n\n", sc.Origin)
+			p("*From %s.*", sc.Origin)
+			if where != "" {
+				p(" *%s*", where)
+			}
+			p("\n\n")
 		}
 		p("%s\n\n", sc.Summary)
 		for i, st := range sc.Steps {
 			p("%d. %s\n", i+1, st)
 		}
 		p("\n")
+	}
+	for _, sc := range scenarios {
+		scenario(sc, "")
+	}
+	p("## Scenarios of the application's transactions\n\n")
+	p("These run as the scenarios above do, on the stores whose adapter works inside the application's own transaction (see The application's transactions): the application begins a transaction on the store's database, writes rows of its own table in it, makes store operations *inside the transaction*, and commits or rolls it back. *row K present* and *row K absent* say whether the application's table holds row K, read outside any transaction.\n\n")
+	for _, sc := range txScenarios {
+		where := "Runs on SQLite and PostgreSQL."
+		if sc.needsTxAck() {
+			where = "Runs on PostgreSQL, whose AckTx acks in the transaction."
+		}
+		scenario(sc, where)
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }

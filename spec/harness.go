@@ -22,4 +22,9 @@ type Harness struct {
 	// harnesses that give it (the memory adapter's records are Go values,
 	// which nothing but the adapter writes).
 	Damage func(tb testing.TB, s core.Store, queue, id string)
+	// Tx, when the adapter works inside the application's own transaction
+	// on the store's database, opens such transactions. The transaction
+	// scenarios (TxScenarios) run only on harnesses that give it; a
+	// harness that gives it and whose store breaks them fails.
+	Tx *TxHarness
 }

@@ -22,6 +22,9 @@ type ModelStore struct {
 	capacity int
 	queues   map[string]model.Queue
 	closed   bool
+
+	held map[string]*ModelTx // the queues open transactions hold
+	rows map[string]bool     // the application's rows committed transactions wrote
 }
 
 var _ core.BatchStore = (*ModelStore)(nil)
@@ -29,7 +32,8 @@ var _ core.BatchStore = (*ModelStore)(nil)
 // NewModelStore returns an empty ModelStore judging time by clock, whose
 // queues hold at most capacity pending tasks (0: unlimited).
 func NewModelStore(clock core.Clock, capacity int) *ModelStore {
-	return &ModelStore{clock: clock, capacity: capacity, queues: map[string]model.Queue{}}
+	return &ModelStore{clock: clock, capacity: capacity, queues: map[string]model.Queue{},
+		held: map[string]*ModelTx{}, rows: map[string]bool{}}
 }
 
 // Queue returns the model state of a queue, for tests that compare states.
@@ -68,6 +72,9 @@ func (s *ModelStore) apply(ctx context.Context, queue string, in model.Input) (t
 	if s.closed {
 		return time.Time{}, model.Output{}, core.ErrClosed
 	}
+	if s.held[queue] != nil && !readOnly(in.Op) {
+		return time.Time{}, model.Output{}, fmt.Errorf("spec: queue %s is held by an open transaction", queue)
+	}
 	q, ok := s.queues[queue]
 	if !ok {
 		q = model.NewQueue(queue, s.capacity)
@@ -77,8 +84,18 @@ func (s *ModelStore) apply(ctx context.Context, queue string, in model.Input) (t
 	if out.Err == nil && (ok || next.Seq() > 0 || next.Paused()) {
 		s.queues[queue] = next
 	}
-	// The model's snapshots share their slices with its state; a store's
-	// answers belong to the caller.
+	return in.Now, cloneOutput(out), out.Err
+}
+
+// readOnly reports whether op only reads.
+func readOnly(op model.Op) bool {
+	return op == model.OpGet || op == model.OpList || op == model.OpCounts
+}
+
+// cloneOutput returns out with copies of its tasks: the model's snapshots
+// share their slices with its state, and a store's answers belong to the
+// caller.
+func cloneOutput(out model.Output) model.Output {
 	out.Task = cloneTask(out.Task)
 	for i := range out.Tasks {
 		out.Tasks[i] = cloneTask(out.Tasks[i])
@@ -89,7 +106,7 @@ func (s *ModelStore) apply(ctx context.Context, queue string, in model.Input) (t
 	for i := range out.ReapClaims {
 		out.ReapClaims[i].Task = cloneTask(out.ReapClaims[i].Task)
 	}
-	return in.Now, out, out.Err
+	return out
 }
 
 // cloneTask returns a copy of t that shares no slice with it.

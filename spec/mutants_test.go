@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -210,4 +211,110 @@ func (r *recordingTB) Failed() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.failed
+}
+
+// eagerTxDB is the model's application database, with transactions whose
+// store operations the eager function may make beside them.
+type eagerTxDB struct {
+	*ModelStore
+	eager func(s *ModelStore, tx *ModelTx) AppTx
+}
+
+func (d eagerTxDB) Begin(ctx context.Context) (AppTx, error) {
+	tx, err := d.ModelStore.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return d.eager(d.ModelStore, tx.(*ModelTx)), nil
+}
+
+// enqueueBesideTx enqueues on the store itself, committed at once, as an
+// EnqueueTx on the store's own connection would.
+type enqueueBesideTx struct {
+	*ModelTx
+	s *ModelStore
+}
+
+func (t enqueueBesideTx) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskResult, error) {
+	return t.s.Enqueue(ctx, p)
+}
+
+func (t enqueueBesideTx) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (core.BatchResult, error) {
+	return t.s.EnqueueBatch(ctx, p)
+}
+
+// compensatedTx enqueues on the store at once and removes the tasks again
+// when the transaction rolls back: no task is left, but the versions they
+// drew are gone.
+type compensatedTx struct {
+	enqueueBesideTx
+	ids []string
+}
+
+func (t *compensatedTx) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskResult, error) {
+	res, err := t.s.Enqueue(ctx, p)
+	if err == nil {
+		t.ids = append(t.ids, p.Queue+"/"+p.ID)
+	}
+	return res, err
+}
+
+func (t *compensatedTx) Rollback(ctx context.Context) error {
+	for _, qid := range t.ids {
+		q, id, _ := strings.Cut(qid, "/")
+		if _, err := t.s.Remove(ctx, core.InspectParams{Queue: q, ID: id}); err != nil {
+			return err
+		}
+	}
+	return t.ModelTx.Rollback(ctx)
+}
+
+// ackBesideTx acks on the store itself, committed at once, as an AckTx in a
+// transaction of the store's own would.
+type ackBesideTx struct {
+	*ModelTx
+	s *ModelStore
+}
+
+func (t ackBesideTx) Ack(ctx context.Context, p core.AckParams) (core.TaskResult, error) {
+	return t.s.Ack(ctx, p)
+}
+
+func TestTxScenariosCatchOpsBesideTheTransaction(t *testing.T) {
+	for _, m := range []struct {
+		name   string
+		eager  func(s *ModelStore, tx *ModelTx) AppTx
+		caught []string
+	}{
+		{"an enqueue is committed beside the transaction", func(s *ModelStore, tx *ModelTx) AppTx { return enqueueBesideTx{tx, s} },
+			[]string{"EnqueueTxCommitsWithTheApplication", "EnqueueTxRolledBackLeavesNoTaskAndNoGap", "EnqueueBatchTxCommitsAndRollsBack", "UniqueKeyTakenInARolledBackTxIsFree", "AckTxCommitsWithTheApplication", "StaleAckTxIsRefusedInsideTheTransaction"}},
+		{"a rollback removes the tasks an enqueue committed", func(s *ModelStore, tx *ModelTx) AppTx {
+			return &compensatedTx{enqueueBesideTx: enqueueBesideTx{tx, s}}
+		}, []string{"EnqueueTxRolledBackLeavesNoTaskAndNoGap", "UniqueKeyTakenInARolledBackTxIsFree"}},
+		{"an ack is committed beside the transaction", func(s *ModelStore, tx *ModelTx) AppTx { return ackBesideTx{tx, s} },
+			[]string{"AckTxCommitsWithTheApplication", "AckTxRolledBackKeepsTheClaim"}},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			var failed []string
+			for _, sc := range txScenarios {
+				clock := core.NewFakeClock(Epoch)
+				store := NewModelStore(clock, 0)
+				var msgs []string
+				r := newScenarioRun(store, NewModelStore(clock, 0), clock, func(format string, args ...any) {
+					msgs = append(msgs, fmt.Sprintf(format, args...))
+				})
+				r.db, r.txAck = eagerTxDB{store, m.eager}, true
+				r.play(sc)
+				if len(msgs) > 0 {
+					failed = append(failed, sc.Name)
+				}
+			}
+			for _, want := range m.caught {
+				if !slices.Contains(failed, want) {
+					t.Errorf("scenario %s passes where %s (failing: %v)", want, m.name, failed)
+				}
+			}
+			t.Logf("caught by %v", failed)
+		})
+	}
 }

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -93,9 +94,39 @@ type Step struct {
 	// task's ClaimToken is that claim's) or "version=LABEL" (the task's
 	// Version is the one that claim or read saw: nothing changed it since);
 	// or "counts word...", where a word is "state=N", "paused" or
-	// "unpaused" (the queue's paused flag).
+	// "unpaused" (the queue's paused flag); or "row KEY present" or "row
+	// KEY absent" (the application's row, read outside any transaction).
 	Then []string
+	// Tx, with Op 0, is a step of the application's own transaction on
+	// the store's database (see TxAction).
+	Tx TxAction
+	// InTx makes the operation inside the application's open
+	// transaction: Enqueue, EnqueueBatch and Ack are then the adapter's
+	// EnqueueTx, EnqueueBatchTx and AckTx.
+	InTx bool
+	// Batch are the IDs of EnqueueBatch's items, and Items the error each
+	// item must be answered with (nil, or missing: success).
+	Batch []string
+	Items []error
 }
+
+// TxAction is a step of the application's own transaction in a scenario.
+type TxAction int
+
+// The steps of the application's transaction. A scenario has at most one
+// transaction open at a time; while it is open, the store is written only
+// inside it (the transaction holds the queue's lock, as the stores'
+// transactions do) and read from outside.
+const (
+	// TxBegin opens the transaction.
+	TxBegin TxAction = iota + 1
+	// TxWrite writes the application's row Step.ID in the transaction.
+	TxWrite
+	// TxCommit commits the transaction.
+	TxCommit
+	// TxRollback rolls the transaction back.
+	TxRollback
+)
 
 // --- step constructors, for the scenario tables ------------------------------
 
@@ -139,6 +170,14 @@ func pause() Step               { return Step{Op: model.OpPause} }
 func resume() Step              { return Step{Op: model.OpResume} }
 func cancel(id string) Step     { return Step{Op: model.OpCancel, ID: id} }
 
+func enqueueBatch(ids ...string) Step { return Step{Op: model.OpEnqueueBatch, Batch: ids} }
+func begin() Step                     { return Step{Tx: TxBegin} }
+func writeRow(key string) Step        { return Step{Tx: TxWrite, ID: key} }
+func commit() Step                    { return Step{Tx: TxCommit} }
+func rollback() Step                  { return Step{Tx: TxRollback} }
+
+func (s Step) inTx() Step                 { s.InTx = true; return s }
+func (s Step) items(errs ...error) Step   { s.Items = errs; return s }
 func (s Step) after(d time.Duration) Step { s.Advance = d; return s }
 func (s Step) fails(err error) Step       { s.Want = err; return s }
 func (s Step) then(facts ...string) Step  { s.Then = append(s.Then, facts...); return s }
@@ -182,6 +221,11 @@ type scenarioRun struct {
 	reaps  map[string]core.ReapClaim
 	seen   map[string]uint64
 	failed bool // a step failed: the scenario stops after it
+
+	db    TxDB  // the application's side of the store's database (Harness.Tx), or nil
+	txAck bool  // the harness says its transactions ack (TxHarness.Ack)
+	tx    AppTx // the application's open transaction on the store, or nil
+	mtx   AppTx // the same transaction on the model
 }
 
 func newScenarioRun(store core.Store, ref *ModelStore, clock *core.FakeClock, errorf func(string, ...any)) *scenarioRun {
@@ -197,6 +241,13 @@ func newScenarioRun(store core.Store, ref *ModelStore, clock *core.FakeClock, er
 // play runs every step of sc, then compares the final state of every queue
 // with the model's.
 func (r *scenarioRun) play(sc Scenario) {
+	defer func() {
+		if r.tx != nil { // the scenario stopped in a transaction: end it
+			_ = r.tx.Rollback(r.ctx)
+			_ = r.mtx.Rollback(r.ctx)
+			r.tx, r.mtx = nil, nil
+		}
+	}()
 	for i, st := range sc.Steps {
 		where := fmt.Sprintf("%s step %d (%s)", sc.Name, i+1, st)
 		r.s.report = func(msg string) { r.errorf("%s: %s", where, msg) }
@@ -205,6 +256,10 @@ func (r *scenarioRun) play(sc Scenario) {
 			r.errorf("%s: stopped after step %d of %d", sc.Name, i+1, len(sc.Steps))
 			return
 		}
+	}
+	if r.tx != nil {
+		r.errorf("%s: scenario error: the transaction is still open after the last step", sc.Name)
+		return
 	}
 	r.s.report = func(msg string) { r.errorf("%s final state: %s", sc.Name, msg) }
 	r.s.checkAll("the last step")
@@ -242,8 +297,24 @@ func (r *scenarioRun) reap(label string, q string) core.ReapClaim {
 
 func (r *scenarioRun) step(where string, st Step) {
 	r.clock.Advance(st.Advance)
+	if st.Tx != 0 {
+		r.txStep(where, st)
+		r.facts(where, st.Then)
+		return
+	}
 	if st.Op == 0 {
 		r.facts(where, st.Then)
+		return
+	}
+	if st.InTx {
+		if err := r.txOp(where, st); !sameError(err, st.Want) {
+			r.errorf("%s: got %s (%v), want %s", where, describeError(err), err, describeError(st.Want))
+		}
+		r.facts(where, st.Then)
+		return
+	}
+	if r.tx != nil && !readOnly(st.Op) {
+		r.errorf("%s: scenario error: a write outside the open transaction (it holds the queue)", where)
 		return
 	}
 	ctx, q, now := r.ctx, st.queue(), r.clock.Now()
@@ -257,14 +328,13 @@ func (r *scenarioRun) step(where string, st Step) {
 	)
 	switch st.Op {
 	case model.OpEnqueue:
-		attempts := st.MaxAttempts
-		if attempts == 0 {
-			attempts = 3
+		_, err = r.s.Enqueue(ctx, core.EnqueueParams{Queue: q, EnqueueArgs: st.enqueueArgs(st.ID, runAfter)})
+	case model.OpEnqueueBatch:
+		var res core.BatchResult
+		res, err = r.s.EnqueueBatch(ctx, core.EnqueueBatchParams{Queue: q, Tasks: st.batchArgs()})
+		if err == nil {
+			r.wantItems(where, st, res)
 		}
-		_, err = r.s.Enqueue(ctx, core.EnqueueParams{Queue: q, EnqueueArgs: model.EnqueueArgs{
-			ID: st.ID, Payload: []byte("payload of " + st.ID), Priority: st.Priority, RunAfter: runAfter, MaxAttempts: attempts,
-			UniqueKey: st.Key, UniqueFor: st.KeyFor,
-		}})
 	case model.OpPromote:
 		var res core.IDsResult
 		res, err = r.s.Promote(ctx, core.PromoteParams{Queue: q, Limit: st.N})
@@ -338,6 +408,183 @@ func (r *scenarioRun) step(where string, st Step) {
 	r.facts(where, st.Then)
 }
 
+// enqueueArgs are the arguments of an Enqueue (or a batch item) of task id.
+func (s Step) enqueueArgs(id string, runAfter time.Time) model.EnqueueArgs {
+	attempts := s.MaxAttempts
+	if attempts == 0 {
+		attempts = 3
+	}
+	return model.EnqueueArgs{
+		ID: id, Payload: []byte("payload of " + id), Priority: s.Priority, RunAfter: runAfter, MaxAttempts: attempts,
+		UniqueKey: s.Key, UniqueFor: s.KeyFor,
+	}
+}
+
+// batchArgs are the items of an EnqueueBatch step, one per Batch ID.
+func (s Step) batchArgs() []model.EnqueueArgs {
+	out := make([]model.EnqueueArgs, len(s.Batch))
+	for i, id := range s.Batch {
+		out[i] = s.enqueueArgs(id, time.Time{})
+	}
+	return out
+}
+
+// wantItems checks a batch's items against the step's Items.
+func (r *scenarioRun) wantItems(where string, st Step, res core.BatchResult) {
+	if len(res.Items) != len(st.Batch) {
+		r.errorf("%s: %d items answered for %d", where, len(res.Items), len(st.Batch))
+		return
+	}
+	for i, it := range res.Items {
+		var want error
+		if i < len(st.Items) {
+			want = st.Items[i]
+		}
+		if !sameError(it.Err, want) {
+			r.errorf("%s: item %d (%s): got %s (%v), want %s", where, i, st.Batch[i], describeError(it.Err), it.Err, describeError(want))
+		}
+	}
+}
+
+// txStep begins, writes in or ends the application's transaction, on the
+// store's database and on the model.
+func (r *scenarioRun) txStep(where string, st Step) {
+	if r.db == nil {
+		r.errorf("%s: the harness opens no transaction of the application (Harness.Tx)", where)
+		return
+	}
+	if (st.Tx == TxBegin) != (r.tx == nil) {
+		r.errorf("%s: scenario error: the transaction is open: %v", where, r.tx != nil)
+		return
+	}
+	var gerr, werr error
+	switch st.Tx {
+	case TxBegin:
+		r.tx, gerr = r.db.Begin(r.ctx)
+		r.mtx, werr = r.s.model.Begin(r.ctx)
+		if gerr != nil {
+			r.tx = nil
+		}
+	case TxWrite:
+		gerr, werr = r.tx.Write(r.ctx, st.ID), r.mtx.Write(r.ctx, st.ID)
+	case TxCommit, TxRollback:
+		if st.Tx == TxCommit {
+			gerr, werr = r.tx.Commit(r.ctx), r.mtx.Commit(r.ctx)
+		} else {
+			gerr, werr = r.tx.Rollback(r.ctx), r.mtx.Rollback(r.ctx)
+		}
+		r.tx, r.mtx = nil, nil
+	default:
+		r.errorf("%s: scenario error: unknown transaction step %d", where, st.Tx)
+		return
+	}
+	if werr != nil {
+		r.errorf("%s: the model: %v", where, werr)
+	}
+	if gerr != nil {
+		r.errorf("%s: %v", where, gerr)
+		return
+	}
+	// Whatever the transaction did, the others see the state the model
+	// gives them: before its end, the queue without its operations.
+	r.s.checkAll(st.String())
+}
+
+// txOp makes one operation inside the open transaction, on the store and
+// on the model, and compares the answers; the store's state, read outside
+// the transaction, must be the model's: without the transaction's
+// operations until it commits.
+func (r *scenarioRun) txOp(where string, st Step) error {
+	if r.tx == nil {
+		r.errorf("%s: scenario error: no transaction is open", where)
+		return nil
+	}
+	// A store op that waits for a lock the transaction holds (an op made
+	// beside the transaction, not in it) would wait for ever: the store's
+	// half of the op is given txWait.
+	ctx, q := r.ctx, st.queue()
+	sctx, cancel := context.WithTimeout(ctx, txWait)
+	defer cancel()
+	var (
+		err  error
+		desc string
+		diff string
+	)
+	switch st.Op {
+	case model.OpEnqueue:
+		var runAfter time.Time
+		if st.Delay > 0 {
+			runAfter = r.clock.Now().Add(st.Delay)
+		}
+		p := core.EnqueueParams{Queue: q, EnqueueArgs: st.enqueueArgs(st.ID, runAfter)}
+		var got, want core.TaskResult
+		var werr error
+		got, err = r.tx.Enqueue(sctx, p)
+		want, werr = r.mtx.Enqueue(ctx, p)
+		desc, diff = "EnqueueTx "+describeEnqueue(p), taskDiff(got, err, want, werr)
+	case model.OpEnqueueBatch:
+		p := core.EnqueueBatchParams{Queue: q, Tasks: st.batchArgs()}
+		var got core.BatchResult
+		got, err = r.enqueueBatchTx(sctx, p)
+		want, werr := r.mtx.(TxBatcher).EnqueueBatch(ctx, p)
+		desc, diff = "EnqueueBatchTx "+describeEnqueueBatch(p), batchDiff(got, err, want, werr)
+		if err == nil {
+			r.wantItems(where, st, got)
+		}
+	case model.OpAck:
+		ta, ok := r.tx.(TxAcker)
+		if !ok || !r.txAck {
+			r.errorf("%s: the harness's transactions do not ack (TxHarness.Ack %v, a TxAcker %v)", where, r.txAck, ok)
+			return nil
+		}
+		p := core.AckParams{Claim: r.claim(st.Label, q), Result: []byte(st.Text)}
+		var got core.TaskResult
+		got, err = ta.Ack(sctx, p)
+		want, werr := r.mtx.(TxAcker).Ack(ctx, p)
+		desc, diff = fmt.Sprintf("AckTx(%s result=%q)", describeClaim(p.Claim), p.Result), taskDiff(got, err, want, werr)
+	default:
+		r.errorf("%s: scenario error: %v is not made in a transaction", where, st.Op)
+		return nil
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		diff += fmt.Sprintf(" (the store waited %v: for a lock the application's transaction holds? The op is then not made inside it)", txWait)
+	}
+	r.s.after(q, desc, diff)
+	return err
+}
+
+// txWait is how long a store op inside the application's transaction may
+// wait; the scenarios' ops wait for nothing, so only an op that waits for the
+// transaction's own lock comes near it.
+const txWait = 10 * time.Second
+
+// enqueueBatchTx enqueues a batch in the open transaction: in one call where
+// the transaction is a TxBatcher, else one Enqueue per item, answered
+// alike (see TxBatcher).
+func (r *scenarioRun) enqueueBatchTx(ctx context.Context, p core.EnqueueBatchParams) (core.BatchResult, error) {
+	if tb, ok := r.tx.(TxBatcher); ok {
+		return tb.EnqueueBatch(ctx, p)
+	}
+	if err := model.CheckBatchSize(len(p.Tasks)); err != nil {
+		return core.BatchResult{}, err
+	}
+	var res core.BatchResult
+	for _, a := range p.Tasks {
+		t, err := r.tx.Enqueue(ctx, core.EnqueueParams{Queue: p.Queue, EnqueueArgs: a})
+		if err != nil && model.Kind(err) == nil {
+			return core.BatchResult{}, err // not a refusal of the model's
+		}
+		if res.Now.IsZero() {
+			res.Now = t.Now // zero for a refusal
+		}
+		res.Items = append(res.Items, core.ItemResult{Task: t.Task, Err: err})
+	}
+	if res.Now.IsZero() { // every item refused: the reading they were refused at
+		res.Now = model.Round(r.clock.Now())
+	}
+	return res, nil
+}
+
 func labelFor(label, id string, n int) string {
 	if n == 1 {
 		return label
@@ -358,6 +605,9 @@ func (r *scenarioRun) fact(f string) string {
 	words := strings.Fields(f)
 	if len(words) < 2 {
 		return "scenario error: a fact is an ID and at least one word"
+	}
+	if words[0] == "row" {
+		return r.rowFact(words[1:])
 	}
 	q, id := DefaultQueue, words[0]
 	if before, after, ok := strings.Cut(id, "/"); ok {
@@ -462,6 +712,29 @@ func (r *scenarioRun) fact(f string) string {
 	return ""
 }
 
+// rowFact checks "row KEY present" or "row KEY absent" on the store's
+// database and on the model.
+func (r *scenarioRun) rowFact(words []string) string {
+	if len(words) != 2 || (words[1] != "present" && words[1] != "absent") {
+		return "scenario error: a row fact is \"row KEY present\" or \"row KEY absent\""
+	}
+	if r.db == nil {
+		return "the harness opens no transaction of the application (Harness.Tx)"
+	}
+	want := words[1] == "present"
+	if in, _ := r.s.model.HasRow(r.ctx, words[0]); in != want {
+		return fmt.Sprintf("scenario error: the model has the row: %v", in)
+	}
+	got, err := r.db.HasRow(r.ctx, words[0])
+	if err != nil {
+		return err.Error()
+	}
+	if got != want {
+		return fmt.Sprintf("the application's table has the row: %v", got)
+	}
+	return ""
+}
+
 // versionOf is the task version a label saw: a worker claim's token (the
 // version its Pop stamped), a broker claim's version, or a Get's version.
 func (r *scenarioRun) versionOf(label string) (uint64, bool) {
@@ -484,12 +757,15 @@ func (s Step) String() string {
 		fmt.Fprintf(&b, "after %s, ", humanDuration(s.Advance))
 	}
 	b.WriteString(s.action())
+	if s.InTx {
+		b.WriteString(" inside the transaction")
+	}
 	if s.Op != 0 {
 		b.WriteString(" → ")
 		b.WriteString(s.outcome())
 	}
 	if len(s.Then) > 0 {
-		if s.Op != 0 {
+		if s.Op != 0 || s.Tx != 0 {
 			b.WriteString("; ")
 		}
 		b.WriteString("then ")
@@ -525,6 +801,16 @@ func (s Step) action() string {
 			fmt.Fprintf(&b, " (at most %d)", s.N)
 		}
 	}
+	switch s.Tx {
+	case TxBegin:
+		return "the application begins a transaction"
+	case TxWrite:
+		return fmt.Sprintf("the application writes its row %s in the transaction", s.ID)
+	case TxCommit:
+		return "the application commits the transaction"
+	case TxRollback:
+		return "the application rolls the transaction back"
+	}
 	switch s.Op {
 	case 0:
 		if s.Advance == 0 {
@@ -547,6 +833,8 @@ func (s Step) action() string {
 			}
 		}
 		at()
+	case model.OpEnqueueBatch:
+		fmt.Fprintf(&b, "a producer enqueues %s in one batch%s", strings.Join(s.Batch, ", "), in)
 	case model.OpPromote:
 		fmt.Fprintf(&b, "the mover promotes due tasks%s", in)
 		limit()
@@ -627,6 +915,16 @@ func claimant(who, label string) string {
 func (s Step) outcome() string {
 	if s.Want != nil {
 		return describeError(s.Want)
+	}
+	if s.Op == model.OpEnqueueBatch && len(s.Items) > 0 {
+		items := make([]string, len(s.Batch))
+		for i := range s.Batch {
+			items[i] = "ok"
+			if i < len(s.Items) && s.Items[i] != nil {
+				items[i] = describeError(s.Items[i])
+			}
+		}
+		return "items " + strings.Join(items, ", ")
 	}
 	if s.bulk() {
 		if len(s.Got) == 0 {

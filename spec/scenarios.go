@@ -10,14 +10,19 @@ import (
 // Scenarios returns the named scenarios of the specification, in the order
 // SPEC.md lists them. Each comes from a race one of the seed reports
 // describes; Run plays every one on the store under test and on the model.
-func Scenarios() []Scenario {
-	out := make([]Scenario, len(scenarios))
-	for i, sc := range scenarios {
+func Scenarios() []Scenario { return cloneScenarios(scenarios) }
+
+// cloneScenarios returns copies of scs that share no slice with them.
+func cloneScenarios(scs []Scenario) []Scenario {
+	out := make([]Scenario, len(scs))
+	for i, sc := range scs {
 		sc.Steps = slices.Clone(sc.Steps)
 		for j := range sc.Steps {
 			sc.Steps[j].Got = slices.Clone(sc.Steps[j].Got)
 			sc.Steps[j].Then = slices.Clone(sc.Steps[j].Then)
 			sc.Steps[j].States = slices.Clone(sc.Steps[j].States)
+			sc.Steps[j].Batch = slices.Clone(sc.Steps[j].Batch)
+			sc.Steps[j].Items = slices.Clone(sc.Steps[j].Items)
 		}
 		out[i] = sc
 	}

@@ -22,6 +22,9 @@ var modelHarness = Harness{
 		tb.Cleanup(func() { s.Close() })
 		return s
 	},
+	// The model's application transactions: they enqueue, enqueue a
+	// batch and ack.
+	Tx: &TxHarness{Open: func(tb testing.TB, s core.Store) TxDB { return s.(*ModelStore) }, Ack: true},
 }
 
 func TestRunOnTheModel(t *testing.T) { Run(t, modelHarness) }

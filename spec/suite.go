@@ -15,7 +15,9 @@ import (
 // and must pass it. It plays every named scenario (subtests
 // Scenarios/<Name>), then checks each transition, guard, error kind and
 // ordering rule in a subtest named as a sentence, and finally runs a few
-// operations from concurrent goroutines.
+// operations from concurrent goroutines. With Harness.Tx it plays the
+// transaction scenarios too (TxScenarios), in the application's own
+// transactions on the store's database.
 //
 // Every operation of every sequential subtest is also performed on a
 // ModelStore reading the same fake clock, and the store's answer and its
@@ -29,6 +31,15 @@ func Run(t *testing.T, h Harness) {
 	}
 	t.Run("Scenarios", func(t *testing.T) {
 		for _, sc := range scenarios {
+			t.Run(sc.Name, func(t *testing.T) { PlayScenario(t, h, sc) })
+		}
+		if h.Tx == nil {
+			return // no transaction of the application to join
+		}
+		for _, sc := range txScenarios {
+			if sc.needsTxAck() && !h.Tx.Ack {
+				continue // the adapter acks in no transaction
+			}
 			t.Run(sc.Name, func(t *testing.T) { PlayScenario(t, h, sc) })
 		}
 	})
@@ -55,7 +66,14 @@ func PlayScenario(t *testing.T, h Harness, sc Scenario) {
 	t.Helper()
 	clock := core.NewFakeClock(Epoch)
 	store := h.New(t, clock, 0)
-	newScenarioRun(store, NewModelStore(clock, 0), clock, t.Errorf).play(sc)
+	r := newScenarioRun(store, NewModelStore(clock, 0), clock, t.Errorf)
+	if h.Tx != nil {
+		if h.Tx.Open == nil {
+			t.Fatal("spec: the harness's TxHarness has no Open function")
+		}
+		r.db, r.txAck = h.Tx.Open(t, store), h.Tx.Ack
+	}
+	r.play(sc)
 }
 
 type suiteCase struct {
