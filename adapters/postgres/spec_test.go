@@ -38,8 +38,71 @@ func harness(mode postgres.PopMode) spec.Harness {
 			return newStore(tb, postgres.WithClock(clock), postgres.WithCapacity(capacity), postgres.WithPopMode(mode))
 		},
 		Damage: damageRow,
+		Tx:     &spec.TxHarness{Open: openApp, Ack: true},
 	}
 }
+
+// openApp gives the application a table of its own in the store's schema,
+// empty, and transactions of the store's pool at PostgreSQL's default
+// isolation, READ COMMITTED, in which the store enqueues one task at a time
+// (PostgreSQL has no EnqueueBatchTx) and acks (a spec.TxAcker).
+func openApp(tb testing.TB, s core.Store) spec.TxDB {
+	tb.Helper()
+	ps, ok := s.(*postgres.Store)
+	if !ok {
+		tb.Fatalf("Tx: not a store of this harness")
+	}
+	app := pgApp{s: ps, table: pgx.Identifier{ps.Schema(), "app_rows"}.Sanitize()}
+	// The schema is recycled from store to store: its rows go first.
+	if _, err := ps.Pool().Exec(context.Background(), `CREATE TABLE IF NOT EXISTS `+app.table+` (key text PRIMARY KEY); DELETE FROM `+app.table); err != nil {
+		tb.Fatalf("Tx: %v", err)
+	}
+	return app
+}
+
+// pgApp is an application's side of a store's database.
+type pgApp struct {
+	s     *postgres.Store
+	table string
+}
+
+func (a pgApp) Begin(ctx context.Context) (spec.AppTx, error) {
+	tx, err := a.s.Pool().Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return pgAppTx{a: a, tx: tx}, nil
+}
+
+func (a pgApp) HasRow(ctx context.Context, key string) (bool, error) {
+	var n int
+	err := a.s.Pool().QueryRow(ctx, `SELECT count(*) FROM `+a.table+` WHERE key = $1`, key).Scan(&n)
+	return n > 0, err
+}
+
+// pgAppTx is an open transaction of the application.
+type pgAppTx struct {
+	a  pgApp
+	tx pgx.Tx
+}
+
+func (t pgAppTx) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskResult, error) {
+	return t.a.s.EnqueueTx(ctx, t.tx, p)
+}
+
+func (t pgAppTx) Ack(ctx context.Context, p core.AckParams) (core.TaskResult, error) {
+	return t.a.s.AckTx(ctx, t.tx, p)
+}
+
+func (t pgAppTx) Write(ctx context.Context, key string) error {
+	_, err := t.tx.Exec(ctx, `INSERT INTO `+t.a.table+` (key) VALUES ($1)`, key)
+	return err
+}
+
+func (t pgAppTx) Commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
+func (t pgAppTx) Rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
+
+var _ spec.TxAcker = pgAppTx{}
 
 // damageRow gives a task an error history that is a JSON object, not an
 // array: every column its state's index reads stays as it was.

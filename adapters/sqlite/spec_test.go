@@ -1,6 +1,8 @@
 package sqlite_test
 
 import (
+	"context"
+	"database/sql"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -38,8 +40,72 @@ func harness(mode sqlite.PopMode) spec.Harness {
 			}
 			execSQL(tb, rawDB(tb, path.(string)), `UPDATE tasks SET errors = '{not json' WHERE queue = ?1 AND id = ?2`, queue, id)
 		},
+		// The application's own connections to the store's file, whose
+		// transactions begin IMMEDIATE as EnqueueTx asks; SQLite has no
+		// AckTx.
+		Tx: &spec.TxHarness{Open: func(tb testing.TB, s core.Store) spec.TxDB {
+			tb.Helper()
+			path, ok := paths.Load(s)
+			if !ok {
+				tb.Fatalf("Tx: not a store of this harness")
+			}
+			db, err := sql.Open("sqlite", path.(string)+"?_pragma=busy_timeout(10000)&_txlock=immediate")
+			if err != nil {
+				tb.Fatal(err)
+			}
+			tb.Cleanup(func() { db.Close() })
+			if _, err := db.Exec(`CREATE TABLE app_rows (key TEXT PRIMARY KEY)`); err != nil {
+				tb.Fatal(err)
+			}
+			return sqliteApp{s: s.(*sqlite.Store), db: db}
+		}},
 	}
 }
+
+// sqliteApp is an application's side of a store's database file.
+type sqliteApp struct {
+	s  *sqlite.Store
+	db *sql.DB
+}
+
+func (a sqliteApp) Begin(ctx context.Context) (spec.AppTx, error) {
+	tx, err := a.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return sqliteAppTx{s: a.s, tx: tx}, nil
+}
+
+func (a sqliteApp) HasRow(ctx context.Context, key string) (bool, error) {
+	var n int
+	err := a.db.QueryRowContext(ctx, `SELECT count(*) FROM app_rows WHERE key = ?`, key).Scan(&n)
+	return n > 0, err
+}
+
+// sqliteAppTx is an open transaction of the application, in which the store
+// enqueues (a spec.TxBatcher).
+type sqliteAppTx struct {
+	s  *sqlite.Store
+	tx *sql.Tx
+}
+
+func (t sqliteAppTx) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskResult, error) {
+	return t.s.EnqueueTx(ctx, t.tx, p)
+}
+
+func (t sqliteAppTx) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (core.BatchResult, error) {
+	return t.s.EnqueueBatchTx(ctx, t.tx, p)
+}
+
+func (t sqliteAppTx) Write(ctx context.Context, key string) error {
+	_, err := t.tx.ExecContext(ctx, `INSERT INTO app_rows (key) VALUES (?)`, key)
+	return err
+}
+
+func (t sqliteAppTx) Commit(context.Context) error   { return t.tx.Commit() }
+func (t sqliteAppTx) Rollback(context.Context) error { return t.tx.Rollback() }
+
+var _ spec.TxBatcher = sqliteAppTx{}
 
 // openStore opens a store and closes it when the test ends.
 func openStore(tb testing.TB, path string, opts ...sqlite.Option) *sqlite.Store {
