@@ -195,72 +195,100 @@ func BenchmarkClaimExpired(b *testing.B) {
 }
 
 // BenchmarkPopAckBatch measures the cycle a batching worker runs, from one
-// goroutine: Pop n tasks, then acknowledge them, one by one (Ack) or in one
-// AckBatch. One op is one task's Pop and Ack, and its requeue
-// (InspectRequeue, so the queue keeps its size); the cycles/s metric times
-// the Pop and the acknowledgements alone.
+// goroutine, on a queue of size Ready tasks that never runs dry: n tasks
+// claimed and acknowledged per round, in three modes:
+//
+//   - ack: Pop(n), then one Ack per task;
+//   - ackbatch: Pop(n), then one AckBatch of the n claims;
+//   - ackpop: one AckBatch of the n claims of the round before that also
+//     claims the next n (AckBatchParams.Pop), the worker's steady state.
+//
+// One op is one task's Pop and Ack, and its requeue (InspectRequeue, so the
+// queue keeps its size); the cycles/s metric times the Pop and the
+// acknowledgements alone (the store calls of a worker), cpu-ns/op is the
+// process's CPU per op, requeue and garbage collector included.
 func BenchmarkPopAckBatch(b *testing.B) {
 	for _, size := range benchSizes {
 		for _, n := range []int{1, 10, 100} {
-			for _, batched := range []bool{false, true} {
-				mode := "ack"
-				if batched {
-					mode = "ackbatch"
-				}
+			for _, mode := range []string{"ack", "ackbatch", "ackpop"} {
 				b.Run(fmt.Sprintf("size=%d/n=%d/%s", size, n, mode), func(b *testing.B) {
-					s := readyStore(b, size)
-					result := []byte("done")
-					acks := make([]core.AckItem, 0, n)
-					acked := make([]core.Task, 0, n)
-					var popAck time.Duration
-					b.ReportAllocs()
-					cpu0 := cpuTime()
-					b.ResetTimer()
-					for done := 0; done < b.N; {
-						start := time.Now()
-						r, err := s.Pop(ctx, core.PopParams{Queue: "bench", Lease: time.Minute, N: min(n, b.N-done)})
-						if err != nil || len(r.Tasks) == 0 {
-							b.Fatalf("Pop: %d tasks, %v", len(r.Tasks), err)
-						}
-						acked = acked[:0]
-						if batched {
-							acks = acks[:0]
-							for _, t := range r.Tasks {
-								acks = append(acks, core.AckItem{Claim: t.Claim(), Result: result})
-							}
-							res, err := s.AckBatch(ctx, core.AckBatchParams{Queue: "bench", Acks: acks})
-							if err != nil {
-								b.Fatalf("AckBatch: %v", err)
-							}
-							for _, it := range res.Items {
-								if it.Err != nil {
-									b.Fatalf("AckBatch item: %v", it.Err)
-								}
-								acked = append(acked, it.Task)
-							}
-						} else {
-							for _, t := range r.Tasks {
-								a, err := s.Ack(ctx, core.AckParams{Claim: t.Claim(), Result: result})
-								if err != nil {
-									b.Fatalf("Ack: %v", err)
-								}
-								acked = append(acked, a.Task)
-							}
-						}
-						popAck += time.Since(start)
-						done += len(r.Tasks)
-						for _, t := range acked {
-							if _, err := s.InspectRequeue(ctx, core.InspectParams{Queue: "bench", ID: t.ID, Expect: t.Version}); err != nil {
-								b.Fatalf("InspectRequeue: %v", err)
-							}
-						}
-					}
-					b.ReportMetric(float64(b.N)/popAck.Seconds(), "cycles/s")
-					b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+					benchPopAck(b, readyStore(b, size), n, mode)
 				})
 			}
 		}
 	}
+}
+
+// benchPopAck runs b.N cycles of BenchmarkPopAckBatch's mode in batches of n
+// on queue "bench" of s, and leaves the queue as it found it.
+func benchPopAck(b *testing.B, s *Store, n int, mode string) {
+	const lease = time.Minute
+	result := []byte("done")
+	acks := make([]core.AckItem, 0, n)
+	acked := make([]core.Task, 0, n)
+	var claimed []core.Task
+	var popAck time.Duration
+	b.ReportAllocs()
+	cpu0 := cpuTime()
+	b.ResetTimer()
+	popped := 0
+	for done := 0; done < b.N; {
+		start := time.Now()
+		if claimed == nil || mode != "ackpop" {
+			r, err := s.Pop(ctx, core.PopParams{Queue: "bench", Lease: lease, N: min(n, b.N-popped)})
+			if err != nil || len(r.Tasks) == 0 {
+				b.Fatalf("Pop: %d tasks, %v", len(r.Tasks), err)
+			}
+			claimed = r.Tasks
+			popped += len(r.Tasks)
+		}
+		acked = acked[:0]
+		if mode == "ack" {
+			for _, t := range claimed {
+				a, err := s.Ack(ctx, core.AckParams{Claim: t.Claim(), Result: result})
+				if err != nil {
+					b.Fatalf("Ack: %v", err)
+				}
+				acked = append(acked, a.Task)
+			}
+		} else {
+			acks = acks[:0]
+			for _, t := range claimed {
+				acks = append(acks, core.AckItem{Claim: t.Claim(), Result: result})
+			}
+			p := core.AckBatchParams{Queue: "bench", Acks: acks}
+			if mode == "ackpop" {
+				p.Pop = core.AckPop{Lease: lease, N: min(n, b.N-popped)}
+			}
+			res, err := s.AckBatch(ctx, p)
+			if err != nil {
+				b.Fatalf("AckBatch: %v", err)
+			}
+			for _, it := range res.Items {
+				if it.Err != nil {
+					b.Fatalf("AckBatch item: %v", it.Err)
+				}
+				acked = append(acked, it.Task)
+			}
+			if len(res.Claimed) != p.Pop.N {
+				b.Fatalf("AckBatch claimed %d tasks, want %d", len(res.Claimed), p.Pop.N)
+			}
+			claimed = res.Claimed
+			popped += len(res.Claimed)
+		}
+		popAck += time.Since(start)
+		done += len(acked)
+		for _, t := range acked {
+			if _, err := s.InspectRequeue(ctx, core.InspectParams{Queue: "bench", ID: t.ID, Expect: t.Version}); err != nil {
+				b.Fatalf("InspectRequeue: %v", err)
+			}
+		}
+	}
+	if popped != b.N {
+		b.Fatalf("%d tasks popped, want %d", popped, b.N)
+	}
+	b.ReportMetric(float64(b.N)/popAck.Seconds(), "cycles/s")
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 }
 
 // cpuTime is the CPU time the process used so far (every thread, the
