@@ -21,11 +21,11 @@ func taskWithID(id string) *model.Task { return &model.Task{ID: id} }
 // nodes, every node but the root holding degree-1..2*degree-1 items, every
 // inner node one more child than items, all leaves at one depth, and size
 // equal to the number of items. It returns the items in order.
-func verify[T any](t *btree[T]) ([]T, error) {
-	var out []T
+func verify(t *btree) ([]entry, error) {
+	var out []entry
 	leafDepth := -1
-	var walk func(n *bnode[T], depth int, root bool) error
-	walk = func(n *bnode[T], depth int, root bool) error {
+	var walk func(n *bnode, depth int, root bool) error
+	walk = func(n *bnode, depth int, root bool) error {
 		if !root && (len(n.items) < t.degree-1 || len(n.items) > t.maxItems()) {
 			return fmt.Errorf("node at depth %d holds %d items (degree %d)", depth, len(n.items), t.degree)
 		}
@@ -60,19 +60,58 @@ func verify[T any](t *btree[T]) ([]T, error) {
 		}
 	}
 	for i := 1; i < len(out); i++ {
-		if t.cmp(out[i-1], out[i]) >= 0 {
+		if t.compare(&out[i-1], &out[i]) >= 0 {
 			return nil, fmt.Errorf("items %d and %d out of order", i-1, i)
 		}
 	}
 	if len(out) != t.size {
 		return nil, fmt.Errorf("size %d, %d items", t.size, len(out))
 	}
+	if len(t.pool.free) > maxFreeNodes {
+		return nil, fmt.Errorf("%d nodes kept for reuse, at most %d", len(t.pool.free), maxFreeNodes)
+	}
+	for _, n := range t.pool.free {
+		if len(n.items) != 0 || len(n.kids) != 0 || slices.ContainsFunc(n.kids[:cap(n.kids)], func(k *bnode) bool { return k != nil }) {
+			return nil, fmt.Errorf("a node kept for reuse holds %d entries and %d subtrees", len(n.items), len(n.kids))
+		}
+	}
 	return out, nil
 }
 
-func ascendAll[T any](t *btree[T]) []T {
-	var out []T
-	t.Ascend(func(x T) bool { out = append(out, x); return true })
+func ascendAll(t *btree) []entry {
+	var out []entry
+	t.Ascend(func(x entry) bool { out = append(out, x); return true })
+	return out
+}
+
+// ent is the entry of k in the random-operation tests: its three words are
+// k's digits above the last, and its handle the last digit, which the tie
+// function of those tests (tieDown) orders from high to low. So entries
+// differ in each word and in their handle alone, and every branch of the
+// comparison is taken.
+func ent(k int) entry {
+	return entry{k0: uint64(k / 1000), k1: uint64(k / 100 % 10), k2: uint64(k / 10 % 10), h: uint32(k % 10)}
+}
+
+func tieDown(a, b uint32) int { return cmp.Compare(b, a) }
+
+// entOrder is the order of the entries of a and b, written out: by k/10,
+// then by the last digit, high to low.
+func entOrder(a, b int) int {
+	if c := cmp.Compare(a/10, b/10); c != 0 {
+		return c
+	}
+	return cmp.Compare(b%10, a%10)
+}
+
+// word is the entry of k in the tests that need one word only.
+func word(k int) entry { return entry{k0: signed(int64(k))} }
+
+func words(es []entry) []int {
+	out := make([]int, len(es))
+	for i, e := range es {
+		out[i] = int(int64(e.k0 ^ 1<<63))
+	}
 	return out
 }
 
@@ -83,7 +122,7 @@ func TestBTreeMatchesASortedSetUnderRandomOperations(t *testing.T) {
 	for _, degree := range []int{2, 3, 4, 32} {
 		t.Run(fmt.Sprintf("degree%d", degree), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(degree), 7))
-			tr := newBTree(cmp.Compare[int], degree)
+			tr := newBTree(tieDown, degree, nil)
 			ref := map[int]bool{}
 			const keys = 3000
 			for step := range 40000 {
@@ -92,47 +131,54 @@ func TestBTreeMatchesASortedSetUnderRandomOperations(t *testing.T) {
 				// built up and torn down to empty.
 				grow := (step/10000)%2 == 0
 				if rng.IntN(10) < 7 == grow {
-					if got, want := tr.Insert(k), !ref[k]; got != want {
+					if got, want := tr.Insert(ent(k)), !ref[k]; got != want {
 						t.Fatalf("step %d: Insert(%d) = %v, want %v", step, k, got, want)
 					}
 					ref[k] = true
 				} else {
-					if got, want := tr.Delete(k), ref[k]; got != want {
+					if got, want := tr.Delete(ent(k)), ref[k]; got != want {
 						t.Fatalf("step %d: Delete(%d) = %v, want %v", step, k, got, want)
 					}
 					delete(ref, k)
 				}
 				if step%997 == 0 || len(ref) < 10 {
-					checkAgainst(t, tr, ref)
+					checkAgainst(t, &tr, ref)
 				}
 			}
 			for k := range ref {
-				tr.Delete(k)
+				tr.Delete(ent(k))
 			}
 			if tr.Len() != 0 || tr.root == nil || len(tr.root.items) != 0 || tr.root.kids != nil {
 				t.Fatalf("emptied tree: len %d, root %+v", tr.Len(), tr.root)
 			}
-			if _, err := verify(tr); err != nil {
+			if _, err := verify(&tr); err != nil {
 				t.Fatal(err)
 			}
 			if _, ok := tr.Min(); ok {
 				t.Fatal("Min of an empty tree reports an item")
 			}
+			if _, ok := tr.DeleteMin(); ok {
+				t.Fatal("DeleteMin of an empty tree reports an item")
+			}
 		})
 	}
 }
 
-func checkAgainst(t *testing.T, tr *btree[int], ref map[int]bool) {
+func checkAgainst(t *testing.T, tr *btree, ref map[int]bool) {
 	t.Helper()
 	items, err := verify(tr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := make([]int, 0, len(ref))
+	keys := make([]int, 0, len(ref))
 	for k := range ref {
-		want = append(want, k)
+		keys = append(keys, k)
 	}
-	slices.Sort(want)
+	slices.SortFunc(keys, entOrder)
+	want := make([]entry, len(keys))
+	for i, k := range keys {
+		want[i] = ent(k)
+	}
 	if !slices.Equal(items, want) {
 		t.Fatalf("tree holds %d items, set %d", len(items), len(want))
 	}
@@ -140,7 +186,72 @@ func checkAgainst(t *testing.T, tr *btree[int], ref map[int]bool) {
 		t.Fatalf("Ascend gives %d items, want %d", len(got), len(want))
 	}
 	if m, ok := tr.Min(); ok != (len(want) > 0) || (ok && m != want[0]) {
-		t.Fatalf("Min = %d, %v; want first of %v", m, ok, want[:min(3, len(want))])
+		t.Fatalf("Min = %v, %v; want first of %v", m, ok, want[:min(3, len(want))])
+	}
+}
+
+// TestBTreeDeleteMinTakesEntriesInOrder drains trees of several degrees
+// with DeleteMin, interleaved with inserts of entries above and below the
+// ones left, and checks each entry taken against a sorted set, and the
+// tree's shape on the way.
+func TestBTreeDeleteMinTakesEntriesInOrder(t *testing.T) {
+	for _, degree := range []int{2, 3, 32} {
+		rng := rand.New(rand.NewPCG(uint64(degree), 11))
+		tr := newBTree(tieDown, degree, nil)
+		ref := map[int]bool{}
+		for range 3000 {
+			k := rng.IntN(100_000)
+			tr.Insert(ent(k))
+			ref[k] = true
+		}
+		for step := 0; len(ref) > 0; step++ {
+			if step%5 == 0 && step < 4000 {
+				k := rng.IntN(100_000)
+				tr.Insert(ent(k))
+				ref[k] = true
+			}
+			keys := make([]int, 0, len(ref))
+			for k := range ref {
+				keys = append(keys, k)
+			}
+			first := slices.MinFunc(keys, entOrder)
+			got, ok := tr.DeleteMin()
+			if !ok || got != ent(first) {
+				t.Fatalf("degree %d, step %d: DeleteMin = %v, %v; want %v", degree, step, got, ok, ent(first))
+			}
+			delete(ref, first)
+			if step%97 == 0 || len(ref) < 70 {
+				checkAgainst(t, &tr, ref)
+			}
+		}
+		if tr.Len() != 0 {
+			t.Fatalf("degree %d: %d entries left after draining", degree, tr.Len())
+		}
+	}
+}
+
+// TestBTreeReusesNodes checks that a tree filled and emptied again and again
+// by a batch takes its nodes from the ones it kept, and keeps no more than
+// maxFreeNodes.
+func TestBTreeReusesNodes(t *testing.T) {
+	tr := newBTree(nil, defaultDegree, nil)
+	fill := func(round int) {
+		for k := range 200 {
+			tr.Insert(word(round*1000 + k))
+		}
+		for range 200 {
+			tr.DeleteMin()
+		}
+	}
+	fill(0) // the first round allocates the nodes
+	if allocs := testing.AllocsPerRun(20, func() { fill(1) }); allocs != 0 {
+		t.Fatalf("a round of 200 inserts and deletes allocates %v times", allocs)
+	}
+	if _, err := verify(&tr); err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.pool.free) == 0 {
+		t.Fatal("an emptied tree kept no node")
 	}
 }
 
@@ -149,21 +260,21 @@ func checkAgainst(t *testing.T, tr *btree[int], ref map[int]bool) {
 // stopping early stops.
 func TestBTreeAscendFromStartsAtThePivot(t *testing.T) {
 	for _, degree := range []int{2, 5, 32} {
-		tr := newBTree(cmp.Compare[int], degree)
+		tr := newBTree(nil, degree, nil)
 		var all []int
 		for k := 0; k < 2000; k += 2 {
-			tr.Insert(k)
+			tr.Insert(word(k))
 			all = append(all, k)
 		}
 		for _, pivot := range []int{-5, 0, 1, 2, 999, 1000, 1001, 1998, 1999, 5000} {
 			var got []int
-			tr.AscendFrom(pivot, func(x int) bool { got = append(got, x); return true })
+			tr.AscendFrom(word(pivot), func(x entry) bool { got = append(got, words([]entry{x})[0]); return true })
 			i, _ := slices.BinarySearch(all, pivot)
 			if !slices.Equal(got, all[i:]) {
 				t.Fatalf("degree %d: AscendFrom(%d) gives %d items starting %v, want %d", degree, pivot, len(got), got[:min(3, len(got))], len(all[i:]))
 			}
 			var some []int
-			tr.AscendFrom(pivot, func(x int) bool { some = append(some, x); return len(some) < 3 })
+			tr.AscendFrom(word(pivot), func(x entry) bool { some = append(some, words([]entry{x})[0]); return len(some) < 3 })
 			if want := all[i:min(i+3, len(all))]; !slices.Equal(some, want) {
 				t.Fatalf("degree %d: AscendFrom(%d) stopped after 3 gives %v, want %v", degree, pivot, some, want)
 			}
@@ -175,28 +286,36 @@ func TestBTreeAscendFromStartsAtThePivot(t *testing.T) {
 // order indexes: priority descending then version ascending for Ready; time
 // then ID (byte order) for the others.
 func TestIndexesOrderTasksAsTheModelDoes(t *testing.T) {
-	ready := newBTree(compareReady, 2)
-	for _, it := range []readyItem{{0, 5, 0}, {10, 9, 0}, {-3, 1, 0}, {10, 2, 0}, {0, 4, 0}} {
-		ready.Insert(it)
+	q := newQueue("q", 0)
+	ready := newBTree(nil, 2, nil)
+	for _, x := range []struct {
+		priority int
+		version  uint64
+	}{{0, 5}, {10, 9}, {-3, 1}, {10, 2}, {0, 4}, {model.MaxPriority, 7}, {model.MinPriority, 3}} {
+		tk := &task{Task: model.Task{ID: fmt.Sprint(x.version), Priority: x.priority, Version: x.version}}
+		q.add(tk)
+		ready.Insert(readyEntry(tk))
 	}
 	var got []string
-	ready.Ascend(func(it readyItem) bool { got = append(got, fmt.Sprintf("%d/%d", it.priority, it.version)); return true })
-	if want := []string{"10/2", "10/9", "0/4", "0/5", "-3/1"}; !slices.Equal(got, want) {
+	ready.Ascend(func(it entry) bool {
+		got = append(got, fmt.Sprintf("%d/%d", q.slab[it.h].Priority, q.slab[it.h].Version))
+		return true
+	})
+	if want := []string{fmt.Sprintf("%d/7", model.MaxPriority), "10/2", "10/9", "0/4", "0/5", "-3/1", fmt.Sprintf("%d/3", model.MinPriority)}; !slices.Equal(got, want) {
 		t.Fatalf("ready order %v, want %v", got, want)
 	}
 
-	q := newQueue("q", 0)
-	times := newBTree(q.compareTime, 2)
+	times := newBTree(q.tieIDs, 2, nil)
 	for _, x := range []struct {
 		sec int64
 		id  string
 	}{{2, "a"}, {1, "b"}, {1, "B"}, {1, "a"}, {0, "z"}, {1, "a\x00"}, {1, "0123456789abcdefX"}, {1, "0123456789abcdef"}} {
 		tk := &task{Task: *taskWithID(x.id)}
 		q.add(tk)
-		times.Insert(timeItem{at: micros(epoch.Add(secs(x.sec))), k: tk.key, h: tk.h})
+		times.Insert(timeEntry(epoch.Add(secs(x.sec)), tk))
 	}
 	got = nil
-	times.Ascend(func(it timeItem) bool { got = append(got, q.slab[it.h].ID); return true })
+	times.Ascend(func(it entry) bool { got = append(got, q.slab[it.h].ID); return true })
 	if want := []string{"z", "0123456789abcdef", "0123456789abcdefX", "B", "a", "a\x00", "b", "a"}; !slices.Equal(got, want) {
 		t.Fatalf("time order %v, want %v", got, want)
 	}
@@ -211,10 +330,10 @@ func TestBTreeHoldsManyItemsShallowly(t *testing.T) {
 	if testing.Short() {
 		n = 50_000
 	}
-	tr := newBTree(cmp.Compare[int], defaultDegree)
+	tr := newBTree(nil, defaultDegree, nil)
 	perm := rand.New(rand.NewPCG(1, 2)).Perm(n)
 	for _, k := range perm {
-		tr.Insert(k)
+		tr.Insert(word(k))
 	}
 	depth := 0
 	for nd := tr.root; nd != nil; depth++ {
@@ -234,13 +353,14 @@ func TestBTreeHoldsManyItemsShallowly(t *testing.T) {
 	}
 	for _, k := range perm {
 		if k%2 == 1 {
-			tr.Delete(k)
+			tr.Delete(word(k))
 		}
 	}
-	items, err := verify(tr)
+	es, err := verify(&tr)
 	if err != nil {
 		t.Fatal(err)
 	}
+	items := words(es)
 	if len(items) != n/2 || items[0] != 0 || items[len(items)-1] != n-2 {
 		t.Fatalf("after deletes: %d items from %d to %d", len(items), items[0], items[len(items)-1])
 	}

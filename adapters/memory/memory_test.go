@@ -2,6 +2,7 @@ package memory
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -788,7 +789,10 @@ func TestLargeQueueKeepsPopOrderAndIndexes(t *testing.T) {
 		popped = append(popped, r.Tasks...)
 	}
 	if !slices.IsSortedFunc(popped, func(a, b core.Task) int {
-		return compareReady(readyItem{a.Priority, readyVersion[a.ID], 0}, readyItem{b.Priority, readyVersion[b.ID], 0})
+		if c := cmp.Compare(b.Priority, a.Priority); c != 0 {
+			return c
+		}
+		return cmp.Compare(readyVersion[a.ID], readyVersion[b.ID])
 	}) {
 		t.Fatal("Pop order is not (priority desc, version when Ready asc)")
 	}
@@ -847,7 +851,7 @@ func checkQueueIndexes(t *testing.T, q *queue) {
 		}
 		for _, s := range model.States {
 			var found bool
-			q.byState[s].AscendWhere(func(it idItem) bool { return q.slab[it.h].ID < id }, func(it idItem) bool {
+			q.byState[s].AscendWhere(func(it entry) bool { return q.slab[it.h].ID < id }, func(it entry) bool {
 				found = q.slab[it.h].ID == id && q.slab[it.h] == tk
 				return false
 			})
@@ -857,10 +861,10 @@ func checkQueueIndexes(t *testing.T, q *queue) {
 		}
 		var found bool
 		if tk.State == model.Ready {
-			q.ready.AscendFrom(readyItem{tk.Priority, tk.Version, tk.h}, func(it readyItem) bool { found = q.slab[it.h] == tk; return false })
+			q.ready.AscendFrom(readyEntry(tk), func(it entry) bool { found = q.slab[it.h] == tk; return false })
 		} else {
 			idx, item := q.orderIndex(tk)
-			idx.AscendFrom(item, func(it timeItem) bool { found = q.slab[it.h] == tk && it.at == item.at; return false })
+			idx.AscendFrom(item, func(it entry) bool { found = q.slab[it.h] == tk && it == item; return false })
 		}
 		if !found {
 			t.Fatalf("task %q (%v) missing from its order index", id, tk.State)
@@ -895,7 +899,7 @@ func checkQueueIndexes(t *testing.T, q *queue) {
 	}
 }
 
-func verifyErr[T any](b *btree[T]) error { _, err := verify(b); return err }
+func verifyErr(b *btree) error { _, err := verify(b); return err }
 
 func addCount(c model.Counts, s model.State) model.Counts {
 	switch s {

@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"cmp"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -18,7 +17,7 @@ import (
 //
 // Every task is in the map, in the ID index of its state (byState) and in the
 // order index of its state (ready, scheduled, running or finished). An index
-// item carries a copy of the task's key fields, so a task is taken out of its
+// entry carries a copy of the task's key fields, so a task is taken out of its
 // indexes (unindex) before any key field changes and put back after (index).
 type queue struct {
 	mu       sync.RWMutex
@@ -30,19 +29,21 @@ type queue struct {
 	closed   bool // set by Store.Close: every operation returns core.ErrClosed
 
 	tasks     map[string]*task
-	slab      []*task                              // by handle: what the index items point to
-	free      []uint32                             // handles of the slab free for reuse
-	byState   [model.Quarantined + 1]btree[idItem] // per state, by ID: List
-	ready     btree[readyItem]                     // (Priority desc, Version asc): Pop
-	scheduled btree[timeItem]                      // (RunAfter, ID): Promote
-	running   btree[timeItem]                      // (Deadline, ID): ClaimExpired, RecoverExpired
-	finished  btree[timeItem]                      // (FinishedAt, ID): Prune
-	keys      map[string]string                    // unique key -> ID of its last taker (model.Queue.KeyHolder)
+	slab      []*task                      // by handle: what the index entries name
+	free      []uint32                     // handles of the slab free for reuse
+	byState   [model.Quarantined + 1]btree // per state, by ID (idEntry): List
+	ready     btree                        // (Priority desc, Version asc) (readyEntry): Pop
+	scheduled btree                        // (RunAfter, ID) (timeEntry): Promote
+	running   btree                        // (Deadline, ID): ClaimExpired, RecoverExpired
+	finished  btree                        // (FinishedAt, ID): Prune
+	keys      map[string]string            // unique key -> ID of its last taker (model.Queue.KeyHolder)
+	scratch   []*task                      // the tasks one batch operation is working on, kept for the next
+	nodes     nodePool                     // the nodes the trees freed, for their next splits
 }
 
 // task is a task as the queue keeps it, with its handle: its index in the
-// queue's slab. Index items name a task by handle, not by pointer, so the
-// items hold no pointers: moving them around a B-tree node is a plain copy
+// queue's slab. Index entries name a task by handle, not by pointer, so the
+// entries hold no pointers: moving them around a B-tree node is a plain copy
 // (no write barrier) and the garbage collector never scans the nodes.
 type task struct {
 	model.Task
@@ -64,60 +65,33 @@ func keyOf(id string) idKey {
 	return idKey{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])}
 }
 
-// compareIDs orders tasks by ID, given their keys and handles.
-func (q *queue) compareIDs(ak, bk idKey, ah, bh uint32) int {
-	if ak.hi != bk.hi {
-		return cmp.Compare(ak.hi, bk.hi)
-	}
-	if ak.lo != bk.lo {
-		return cmp.Compare(ak.lo, bk.lo)
-	}
-	if ah == bh {
-		return 0
-	}
-	return strings.Compare(q.slab[ah].ID, q.slab[bh].ID)
+// tieIDs orders the tasks of handles a and b, whose IDs have the same key,
+// by ID: the tie function of the indexes whose entries carry ID keys.
+func (q *queue) tieIDs(a, b uint32) int {
+	return strings.Compare(q.slab[a].ID, q.slab[b].ID)
 }
 
-// idItem is an entry of a per-state ID index.
-type idItem struct {
-	k idKey
-	h uint32
+// signed maps v to a word that orders as v does.
+func signed(v int64) uint64 { return uint64(v) ^ 1<<63 }
+
+// idEntry is t's entry in the ID index of its state: its ID key.
+func idEntry(t *task) entry { return entry{k0: t.key.hi, k1: t.key.lo, h: t.h} }
+
+// readyEntry is t's entry in the ready index: its priority, highest first,
+// then the Version stamped when it became Ready, so within a priority the
+// index is in Ready order.
+func readyEntry(t *task) entry {
+	return entry{k0: ^signed(int64(t.Priority)), k1: t.Version, h: t.h}
 }
 
-// readyItem is an entry of the ready index: Version is the one stamped when
-// the task became Ready, so within a priority the index is in Ready order.
-type readyItem struct {
-	priority int
-	version  uint64
-	h        uint32
+// timeEntry is t's entry in an index ordered by an instant, then by ID.
+func timeEntry(at time.Time, t *task) entry {
+	return entry{k0: timeWord(at), k1: t.key.hi, k2: t.key.lo, h: t.h}
 }
 
-// timeItem is an entry of an index ordered by an instant (Unix
-// microseconds: the store keeps whole microseconds), then by ID.
-type timeItem struct {
-	at int64
-	k  idKey
-	h  uint32
-}
-
-// micros is the key of an instant in a timeItem.
-func micros(t time.Time) int64 { return t.UnixMicro() }
-
-func compareReady(a, b readyItem) int {
-	if c := cmp.Compare(b.priority, a.priority); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.version, b.version)
-}
-
-func (q *queue) compareID(a, b idItem) int { return q.compareIDs(a.k, b.k, a.h, b.h) }
-
-func (q *queue) compareTime(a, b timeItem) int {
-	if c := cmp.Compare(a.at, b.at); c != 0 {
-		return c
-	}
-	return q.compareIDs(a.k, b.k, a.h, b.h)
-}
+// timeWord is the first word of a timeEntry at t: its Unix microseconds
+// (the store keeps whole microseconds), so "due at now" is k0 <= timeWord(now).
+func timeWord(t time.Time) uint64 { return signed(t.UnixMicro()) }
 
 // add gives t a handle and puts it in the map; index makes it visible.
 func (q *queue) add(t *task) {
@@ -150,13 +124,14 @@ func newQueue(name string, capacity int) *queue {
 	q := &queue{
 		name:     name,
 		capacity: capacity,
-		ready:    *newBTree(compareReady, defaultDegree),
 	}
-	q.scheduled = *newBTree(q.compareTime, defaultDegree)
-	q.running = *newBTree(q.compareTime, defaultDegree)
-	q.finished = *newBTree(q.compareTime, defaultDegree)
+	tie, pool := q.tieIDs, &q.nodes
+	q.ready = newBTree(nil, defaultDegree, pool) // versions differ: no ties
+	q.scheduled = newBTree(tie, defaultDegree, pool)
+	q.running = newBTree(tie, defaultDegree, pool)
+	q.finished = newBTree(tie, defaultDegree, pool)
 	for _, s := range append(model.States[:len(model.States):len(model.States)], model.Quarantined) {
-		q.byState[s] = *newBTree(q.compareID, defaultDegree)
+		q.byState[s] = newBTree(tie, defaultDegree, pool)
 	}
 	return q
 }
@@ -164,10 +139,10 @@ func newQueue(name string, capacity int) *queue {
 // close marks the queue closed and lets its tasks go.
 func (q *queue) close() {
 	q.closed = true
-	q.tasks, q.slab, q.free, q.keys = nil, nil, nil, nil
-	q.byState = [model.Quarantined + 1]btree[idItem]{}
-	q.ready = btree[readyItem]{}
-	q.scheduled, q.running, q.finished = btree[timeItem]{}, btree[timeItem]{}, btree[timeItem]{}
+	q.tasks, q.slab, q.free, q.keys, q.scratch, q.nodes = nil, nil, nil, nil, nil, nodePool{}
+	q.byState = [model.Quarantined + 1]btree{}
+	q.ready = btree{}
+	q.scheduled, q.running, q.finished = btree{}, btree{}, btree{}
 }
 
 // legal[op][state] holds when the model's transition table has a row for op
@@ -206,28 +181,44 @@ func (q *queue) count(s model.State) *int {
 }
 
 // orderIndex returns the order index of t's state (any but Ready) and t's
-// item in it.
-func (q *queue) orderIndex(t *task) (*btree[timeItem], timeItem) {
+// entry in it.
+func (q *queue) orderIndex(t *task) (*btree, entry) {
 	switch t.State {
 	case model.Scheduled:
-		return &q.scheduled, timeItem{micros(t.RunAfter), t.key, t.h}
+		return &q.scheduled, timeEntry(t.RunAfter, t)
 	case model.Running:
-		return &q.running, timeItem{micros(t.Deadline), t.key, t.h}
+		return &q.running, timeEntry(t.Deadline, t)
 	default:
-		return &q.finished, timeItem{micros(t.FinishedAt), t.key, t.h}
+		return &q.finished, timeEntry(t.FinishedAt, t)
 	}
 }
 
 // index adds t to the indexes of its state. With the map it makes t visible.
 func (q *queue) index(t *task) {
-	q.byState[t.State].Insert(idItem{t.key, t.h})
+	q.byState[t.State].Insert(idEntry(t))
 	*q.count(t.State)++
 	q.order(t)
 }
 
+// unready is unindex for t, the first task of the ready index: it takes t
+// off that index without searching for it (btree.DeleteMin).
+func (q *queue) unready(t *task) {
+	q.byState[model.Ready].Delete(idEntry(t))
+	q.counts.Ready--
+	q.ready.DeleteMin()
+}
+
+// keepScratch keeps ts, a batch's tasks, as the queue's scratch slice for
+// the next batch, emptied: the queue then allocates no slice per batch, and
+// holds no task a batch has finished with.
+func (q *queue) keepScratch(ts []*task) {
+	clear(ts)
+	q.scratch = ts[:0]
+}
+
 // unindex takes t out of the indexes of its state.
 func (q *queue) unindex(t *task) {
-	q.byState[t.State].Delete(idItem{t.key, t.h})
+	q.byState[t.State].Delete(idEntry(t))
 	*q.count(t.State)--
 	q.unorder(t)
 }
@@ -239,7 +230,7 @@ func (q *queue) order(t *task) {
 		return // no scan reaches a record set aside
 	}
 	if t.State == model.Ready {
-		q.ready.Insert(readyItem{t.Priority, t.Version, t.h})
+		q.ready.Insert(readyEntry(t))
 		return
 	}
 	idx, item := q.orderIndex(t)
@@ -252,7 +243,7 @@ func (q *queue) unorder(t *task) {
 		return
 	}
 	if t.State == model.Ready {
-		q.ready.Delete(readyItem{t.Priority, t.Version, t.h})
+		q.ready.Delete(readyEntry(t))
 		return
 	}
 	idx, item := q.orderIndex(t)
@@ -339,7 +330,7 @@ func (q *queue) promote(now time.Time, limit int) ([]string, error) {
 	ids := []string{}
 	for limit == 0 || len(ids) < limit {
 		it, ok := q.scheduled.Min()
-		if !ok || it.at > micros(now) {
+		if !ok || it.k0 > timeWord(now) {
 			break
 		}
 		t := q.slab[it.h]
@@ -366,8 +357,7 @@ func (q *queue) pop(now time.Time, lease time.Duration, n int) ([]model.Task, er
 	if q.paused {
 		return []model.Task{}, nil
 	}
-	var small [16]*task
-	claimed := small[:0]
+	claimed := q.scratch[:0]
 	deadline := instant(now.Add(lease))
 	for len(claimed) < n {
 		it, ok := q.ready.Min()
@@ -379,7 +369,7 @@ func (q *queue) pop(now time.Time, lease time.Duration, n int) ([]model.Task, er
 			q.setAside(t)
 			continue
 		}
-		q.unindex(t)
+		q.unready(t)
 		t.Version = q.stamp()
 		t.State = model.Running
 		t.ClaimToken = t.Version
@@ -389,7 +379,9 @@ func (q *queue) pop(now time.Time, lease time.Duration, n int) ([]model.Task, er
 		q.index(t)
 		claimed = append(claimed, t)
 	}
-	return snapshots(claimed), nil
+	out := snapshots(claimed)
+	q.keepScratch(claimed)
+	return out, nil
 }
 
 func (q *queue) extend(now time.Time, c model.Claim, lease time.Duration) (model.Task, error) {
@@ -469,8 +461,8 @@ func (q *queue) claimExpired(now time.Time, claimTTL time.Duration, limit int) (
 	// Collect first, then renew: with a claim TTL under a microsecond the
 	// renewed deadline may still be due, and must not be claimed twice.
 	var due, aside []*task
-	q.running.Ascend(func(it timeItem) bool {
-		if (limit > 0 && len(due) == limit) || it.at > micros(now) {
+	q.running.Ascend(func(it entry) bool {
+		if (limit > 0 && len(due) == limit) || it.k0 > timeWord(now) {
 			return false
 		}
 		if t := q.slab[it.h]; t.damaged {
@@ -535,7 +527,7 @@ func (q *queue) recoverExpired(now time.Time, delay time.Duration, limit int) ([
 	out := []model.Task{}
 	for limit == 0 || len(out) < limit {
 		it, ok := q.running.Min()
-		if !ok || it.at > micros(now) {
+		if !ok || it.k0 > timeWord(now) {
 			break
 		}
 		t := q.slab[it.h]
@@ -617,8 +609,8 @@ func (q *queue) prune(states []model.State, before time.Time, limit int) ([]stri
 	}
 	before = instant(before)
 	var doomed []*task
-	q.finished.Ascend(func(it timeItem) bool {
-		if it.at >= micros(before) {
+	q.finished.Ascend(func(it entry) bool {
+		if it.k0 >= timeWord(before) {
 			return false
 		}
 		if t := q.slab[it.h]; want[t.State] {
@@ -656,7 +648,7 @@ func (q *queue) list(s model.State, after string, limit int) ([]model.Task, stri
 	}
 	var out []model.Task
 	next := ""
-	q.byState[s].AscendWhere(func(it idItem) bool { return q.slab[it.h].ID <= after }, func(it idItem) bool {
+	q.byState[s].AscendWhere(func(it entry) bool { return q.slab[it.h].ID <= after }, func(it entry) bool {
 		if q.slab[it.h].damaged {
 			return true // read only: passed over until a scan sets it aside
 		}
@@ -802,7 +794,8 @@ func leaseError(t *task, now time.Time, message string) model.TaskError {
 // snapshot returns a deep copy of t: the caller may keep or change it. Its
 // payload and result are copied into one allocation.
 func snapshot(t *task) model.Task {
-	c, _ := snapshotInto(t, make([]byte, 0, len(t.Payload)+len(t.Result)))
+	var c model.Task
+	snapshotInto(&c, t, make([]byte, 0, len(t.Payload)+len(t.Result)))
 	return c
 }
 
@@ -817,7 +810,7 @@ func snapshots(ts []*task) []model.Task {
 	buf := snapshotBuffer(ts)
 	out := make([]model.Task, len(ts))
 	for i, t := range ts {
-		out[i], buf = snapshotInto(t, buf)
+		buf = snapshotInto(&out[i], t, buf)
 	}
 	return out
 }
@@ -832,14 +825,15 @@ func snapshotBuffer(ts []*task) []byte {
 	return make([]byte, 0, size)
 }
 
-// snapshotInto is snapshot, the bytes copied into buf's spare capacity; it
-// returns buf past them.
-func snapshotInto(t *task, buf []byte) (model.Task, []byte) {
-	c := t.Task
+// snapshotInto writes the snapshot of t to *c, the bytes copied into buf's
+// spare capacity (so a batch's snapshots fill the caller's answer in place);
+// it returns buf past them.
+func snapshotInto(c *model.Task, t *task, buf []byte) []byte {
+	*c = t.Task
 	c.Payload, buf = carve(buf, t.Payload)
 	c.Result, buf = carve(buf, t.Result)
 	c.Errors = slices.Clone(t.Errors)
-	return c, buf
+	return buf
 }
 
 // carve copies b to the end of buf and returns the copy (nil for nil, as

@@ -401,8 +401,7 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 		// Every item first, then the snapshots, in one allocation: a task
 		// an item acknowledged is left as it was by the later items (an
 		// acknowledged task is Succeeded, and only Ack is in the batch).
-		var small [16]*task
-		acked := small[:0]
+		acked := q.scratch[:0]
 		for i, a := range p.Acks {
 			var t *task
 			if t, items[i].Err = q.acked(now, a.Claim, a.Result); t != nil {
@@ -410,12 +409,14 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 			}
 		}
 		buf := snapshotBuffer(acked)
+		next := acked
 		for i := range items {
 			if items[i].Err == nil {
-				items[i].Task, buf = snapshotInto(acked[0], buf)
-				acked = acked[1:]
+				buf = snapshotInto(&items[i].Task, next[0], buf)
+				next = next[1:]
 			}
 		}
+		q.keepScratch(acked)
 		if p.Pop.N > 0 {
 			// After the snapshots: the pop claims only Ready tasks, so
 			// it changes no task an item acknowledged.
