@@ -60,17 +60,18 @@ func (s *Store) queue(ctx context.Context, name string, create bool) (*queue, er
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := core.ValidateQueueName(name); err != nil {
-		return nil, err
-	}
 	s.mu.RLock()
 	q, closed := s.queues[name], s.closed
 	s.mu.RUnlock()
+	if q != nil && !closed {
+		return q, nil // only a valid name names a queue: no need to check it again
+	}
+	if err := core.ValidateQueueName(name); err != nil {
+		return nil, err
+	}
 	switch {
 	case closed:
 		return nil, core.ErrClosed
-	case q != nil:
-		return q, nil
 	case !create:
 		return newQueue(name, s.capacity), nil
 	}
