@@ -6,11 +6,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"syscall"
 	"time"
@@ -30,6 +33,8 @@ type config struct {
 	cellLimit time.Duration
 	dir       string
 	quiet     bool
+	cpuprof   string // "" : no CPU profile
+	trace     string // "" : no execution trace
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -44,6 +49,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.cellLimit, "cell-limit", 20*time.Second, "time limit of one timed measurement; a cell that reaches it reports the rate of the tasks done so far, marked †")
 	fs.StringVar(&c.dir, "dir", "", "folder for the SQLite files (default: a new temporary folder, removed at the end)")
 	fs.BoolVar(&c.quiet, "quiet", false, "do not print a line per measurement on stderr")
+	fs.StringVar(&c.cpuprof, "cpuprofile", "", "write a CPU profile of the whole run (this process: the clients, not the servers) to this file; pick one cell with -only")
+	fs.StringVar(&c.trace, "trace", "", "write an execution trace of the whole run to this file (go tool trace); pick one cell with -only")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -69,6 +76,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	endProfiles, err := startProfiles(cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "peers:", err)
+		return 2
+	}
+	defer func() {
+		if err := endProfiles(); err != nil {
+			fmt.Fprintln(stderr, "peers:", err)
+		}
+	}()
 	rep, err := bench(ctx, cfg, stderr)
 	if rep != nil {
 		rep.write(stdout, append([]string{"peers"}, args...))
@@ -78,4 +95,39 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// startProfiles starts the CPU profile and the execution trace the flags
+// ask for and returns the function that stops them and closes their files.
+func startProfiles(cfg config) (func() error, error) {
+	var stops []func() error
+	end := func() error {
+		var errs []error
+		for _, f := range stops {
+			errs = append(errs, f())
+		}
+		return errors.Join(errs...)
+	}
+	if cfg.cpuprof != "" {
+		f, err := os.Create(cfg.cpuprof)
+		if err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return nil, err
+		}
+		stops = append(stops, func() error { pprof.StopCPUProfile(); return f.Close() })
+	}
+	if cfg.trace != "" {
+		f, err := os.Create(cfg.trace)
+		if err != nil {
+			return nil, errors.Join(err, end())
+		}
+		if err := trace.Start(f); err != nil {
+			return nil, errors.Join(err, f.Close(), end())
+		}
+		stops = append(stops, func() error { trace.Stop(); return f.Close() })
+	}
+	return end, nil
 }
