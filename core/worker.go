@@ -117,7 +117,10 @@ const (
 // no other handler runs. The batch claims the next tasks in the same call
 // (AckBatchParams.Pop): one per slot its successes free and one per slot
 // free besides, up to the batch size, so at concurrency 1 a task costs one
-// round trip to the store, its ack and the next task's claim. A success's
+// round trip to the store, its ack and the next task's claim. When no other
+// task of the worker runs or waits for its ack and no Pop is out, the
+// goroutine that ran the handler sends that AckBatch itself and runs the
+// task it claims next, without a hand-off to another goroutine. A success's
 // slot stays taken until that call is answered (the slot the next task
 // takes), and no batch claims once the worker stops popping. Each item's
 // answer is handled as a single Ack's would be, and the claimed tasks as a
@@ -547,11 +550,12 @@ func (w *Worker) runJobs(base context.Context, j *job) {
 		}
 	}()
 	for {
-		if j != nil {
-			w.run(base, j)
+		for j != nil {
+			next := w.run(base, j)
 			if w.beats.isDetached(j) {
-				return
+				return // a detached job's success is not recorded: next is nil
 			}
+			j = next
 		}
 		var ok bool
 		if j, ok = <-w.work; !ok {
@@ -593,14 +597,16 @@ func (j *job) attrs(more ...any) []any {
 
 // run runs one claimed task's handler and records its outcome. The handler
 // runs in this goroutine; the outcome is recorded from a deferred call, so a
-// handler that calls runtime.Goexit is settled too.
-func (w *Worker) run(base context.Context, j *job) {
-	base = w.tel.startAttempt(base, j)
+// handler that calls runtime.Goexit is settled too. It returns the job this
+// goroutine runs next when recording the outcome claimed one for it (see
+// settle), else nil.
+func (w *Worker) run(wbase context.Context, j *job) (next *job) {
+	base := w.tel.startAttempt(wbase, j)
 	if closed(w.stopping) {
 		// Popped while the worker was stopping: give it back unstarted.
 		w.giveBack(base, j)
 		w.finish(j)
-		return
+		return nil
 	}
 	ctx, cancel := context.WithCancelCause(base)
 	j.cancel = cancel
@@ -620,20 +626,22 @@ func (w *Worker) run(base context.Context, j *job) {
 		cancel(ErrWorkerStopped)
 		w.giveBack(base, j)
 		w.finish(j)
-		return
+		return nil
 	}
 	var o outcome
 	returned := false
 	defer func() {
+		goexit := false
 		if !returned {
 			r := recover()
 			if r == nil {
 				r = "handler exited without returning (runtime.Goexit)"
+				goexit = true
 				// This goroutine ends with the handler: a new runner
 				// takes its place, unless a shutdown detached it.
 				if !w.beats.isDetached(j) {
 					w.runners.Add(1)
-					go w.runJobs(base, nil)
+					go w.runJobs(wbase, nil)
 				}
 			}
 			o = outcome{err: &PanicError{Value: r, Stack: debug.Stack()}}
@@ -646,11 +654,13 @@ func (w *Worker) run(base context.Context, j *job) {
 			o = outcome{err: cause}
 		}
 		w.tel.handlerReturned(base, w.clock, j, o.err)
-		w.settle(base, j, o)
+		// A goroutine that exits with its handler runs nothing next.
+		next = w.settle(base, wbase, j, o, !goexit)
 	}()
 	w.tel.handlerStarted(w.clock, j)
 	o.result, o.err = w.handler(ctx, j.claim, j.task)
 	returned = true
+	return nil // the deferred call sets next
 }
 
 // attemptDeadline returns a child of ctx that is cancelled d from now on the
@@ -690,14 +700,20 @@ type outcome struct {
 }
 
 // settle records a handler's outcome, unless the claim was superseded or
-// given back meanwhile.
-func (w *Worker) settle(base context.Context, j *job, o outcome) {
+// given back meanwhile. base is the attempt's context, wbase the worker's.
+// When here is true and the outcome is a success on a BatchStore while no
+// other task of the worker runs or waits for its ack and no Pop is out,
+// settle records it itself, with one AckBatch that claims the next tasks,
+// and returns one of those for this goroutine to run next: at concurrency 1
+// a task then costs its round trip to the store and no hand-off between
+// goroutines. Else it returns nil.
+func (w *Worker) settle(base, wbase context.Context, j *job, o outcome, here bool) *job {
 	if !w.beats.decide(j) {
 		if w.logger.Enabled(base, slog.LevelDebug) {
 			w.logger.DebugContext(base, "handler outcome discarded", j.attrs("err", o.err)...)
 		}
 		w.finish(j)
-		return
+		return nil
 	}
 	switch {
 	case o.err == nil && w.batcher != nil:
@@ -705,8 +721,13 @@ func (w *Worker) settle(base context.Context, j *job, o outcome) {
 		// the success claims the next task with that slot (or frees it),
 		// and the job counts until its ack is answered.
 		j.result, j.slotFreed = o.result, true
+		if here && len(w.slots) <= 1 {
+			// Only this job holds a slot: the acker would send it alone
+			// at once (nothing to wait for), so send it from here.
+			return w.ackBatch(wbase, []*job{j}, true)
+		}
 		w.acks <- j // the acker records it and finishes the job
-		return
+		return nil
 	case o.err == nil:
 		ctx, cancel := w.call(w.lease)
 		res, err := w.store.Ack(ctx, AckParams{Claim: j.claim, Result: o.result})
@@ -716,6 +737,7 @@ func (w *Worker) settle(base context.Context, j *job, o outcome) {
 		w.decideFailure(base, j, o.err)
 	}
 	w.finish(j)
+	return nil
 }
 
 // finish releases a job's slot once its outcome is settled.
@@ -868,7 +890,7 @@ func (w *Worker) ackLoop(base context.Context) {
 		if lingering {
 			linger.Stop()
 		}
-		w.ackBatch(base, pending)
+		w.ackBatch(base, pending, false)
 		clear(pending)
 		pending = pending[:0]
 	}
@@ -878,8 +900,9 @@ func (w *Worker) ackLoop(base context.Context) {
 // holds its slot: while the worker pops, one AckBatch records them and
 // claims a task for each of those slots and each slot free besides (up to
 // the batch size); once it stops, the slots are freed and one Ack (one job)
-// or one AckBatch records them.
-func (w *Worker) ackBatch(base context.Context, jobs []*job) {
+// or one AckBatch records them. With keep, the first task claimed is not
+// dispatched but returned, for the caller to run; else it returns nil.
+func (w *Worker) ackBatch(base context.Context, jobs []*job, keep bool) (kept *job) {
 	w.popMu.Lock()
 	if w.fetchDone || closed(w.stopping) {
 		w.popMu.Unlock()
@@ -887,7 +910,7 @@ func (w *Worker) ackBatch(base context.Context, jobs []*job) {
 			<-w.slots
 		}
 		w.recordAcks(base, jobs)
-		return
+		return nil
 	}
 	defer w.popMu.Unlock()
 	n := len(jobs)
@@ -917,10 +940,16 @@ func (w *Worker) ackBatch(base context.Context, jobs []*job) {
 		w.tel.popped(base, TasksResult{Now: res.Now, Tasks: res.Claimed})
 		for _, t := range res.Claimed {
 			w.jobs.Add(1)
-			w.dispatch(base, &job{task: t, claim: t.Claim(), leaseEnd: sent.Add(w.lease)})
+			nj := &job{task: t, claim: t.Claim(), leaseEnd: sent.Add(w.lease)}
+			if keep && kept == nil {
+				kept = nj
+				continue
+			}
+			w.dispatch(base, nj)
 		}
 	}
 	w.answered(base, jobs, res, err)
+	return kept
 }
 
 // recordAcks records the successes of jobs, whose slots are free, with one
@@ -961,10 +990,15 @@ func (w *Worker) answered(base context.Context, jobs []*job, res BatchResult, er
 }
 
 // heartbeatLoop renews the leases of the running tasks: it sleeps until the
-// earliest heartbeat is due and extends every claim due by then.
+// earliest heartbeat is due and extends every claim due by then. It is
+// woken only when a job is listed with a heartbeat due before the time it
+// sleeps until (or while it sleeps with nothing listed); a job that leaves
+// the list does not wake it, so a task that starts and ends between two
+// heartbeats costs the loop nothing, and the loop wakes at most once for
+// nothing at the time the job would have been due.
 func (w *Worker) heartbeatLoop(base context.Context) {
 	for {
-		due, ok := w.beats.next()
+		due, ok := w.beats.arm()
 		if !ok {
 			select {
 			case <-w.beats.wake:
@@ -977,7 +1011,7 @@ func (w *Worker) heartbeatLoop(base context.Context) {
 			t := w.clock.NewTimer(d)
 			select {
 			case <-t.C():
-			case <-w.beats.wake: // the first in line left: sleep until the next one
+			case <-w.beats.wake: // a job was listed due earlier: sleep until then
 				t.Stop()
 				continue
 			case <-w.drained:
@@ -1060,7 +1094,14 @@ type beatList struct {
 	head, tail *job
 	running    map[*job]struct{} // every job whose handler runs
 	abandoned  bool
-	wake       chan struct{} // the first in line changed (not by takeDue)
+	wake       chan struct{} // a job was listed due before armed (or with armed zero)
+	// armed is when the heartbeat loop wakes next: the due time of the
+	// first in line when it last looked (arm), zero while it waits with
+	// nothing listed. listedDue is the due time of the first job listed
+	// while armed was zero: the loop sleeps until then even if that job has
+	// left the list meanwhile, so that a job listed after it, due later,
+	// need not wake it.
+	armed, listedDue time.Time
 }
 
 func (l *beatList) init() {
@@ -1078,10 +1119,18 @@ func (l *beatList) add(j *job, due time.Time) bool {
 		return false
 	}
 	l.running[j] = struct{}{}
-	if l.head == nil {
+	l.pushLocked(j, due)
+	switch {
+	case l.armed.IsZero() && l.listedDue.IsZero():
+		l.listedDue = due
+		l.signal()
+	case l.armed.IsZero():
+		if due.Before(l.listedDue) {
+			l.listedDue = due // the loop was woken already and will look
+		}
+	case due.Before(l.armed):
 		l.signal()
 	}
-	l.pushLocked(j, due)
 	return true
 }
 
@@ -1093,12 +1142,9 @@ func (l *beatList) signal() {
 	}
 }
 
-// dropLocked unlinks j and wakes the heartbeat loop when j was first in
-// line.
+// dropLocked unlinks j. It does not wake the heartbeat loop: the loop wakes
+// when j would have been due, at the latest, and looks again then.
 func (l *beatList) dropLocked(j *job) {
-	if j.listed && j.prev == nil {
-		l.signal()
-	}
 	l.unlinkLocked(j)
 }
 
@@ -1130,14 +1176,24 @@ func (l *beatList) unlinkLocked(j *job) {
 	j.prev, j.next, j.listed = nil, nil, false
 }
 
-// next returns when the earliest heartbeat is due.
-func (l *beatList) next() (time.Time, bool) {
+// arm returns when the heartbeat loop wakes next, and records it: when the
+// earliest heartbeat is due; with nothing listed, when the first job listed
+// since the loop last looked would have been due, and else false (the loop
+// waits until a job is listed).
+func (l *beatList) arm() (time.Time, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.head == nil {
+	switch {
+	case l.head != nil:
+		l.armed = l.head.due
+	case !l.listedDue.IsZero():
+		l.armed = l.listedDue
+	default:
+		l.armed = time.Time{}
 		return time.Time{}, false
 	}
-	return l.head.due, true
+	l.listedDue = time.Time{}
+	return l.armed, true
 }
 
 // takeDue takes the running jobs due at now out of the list.
