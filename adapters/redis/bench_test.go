@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -403,4 +404,73 @@ func BenchmarkAckPop(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "tasks/s")
 	cost(b.N)
+}
+
+// BenchmarkWorker is core.Worker on the Redis store at its defaults apart
+// from the concurrency (WithConcurrency), with a handler that does nothing:
+// the time from starting the worker until it has acknowledged every task
+// enqueued before (one op is one task), as bench/peers measures processing.
+// cpu-ns/op is the benchmark process's CPU per task (the client's cost; the
+// server's is cpu-µs/task).
+func BenchmarkWorker(b *testing.B) {
+	for _, g := range benchConcurrency {
+		b.Run(fmt.Sprintf("c=%d", g), func(b *testing.B) {
+			s := benchStore(b)
+			ctx := context.Background()
+			b.StopTimer()
+			tasks := make([]model.EnqueueArgs, 0, model.MaxBatch)
+			for i := 0; i < b.N; i += len(tasks) {
+				tasks = tasks[:0]
+				for j := i; j < min(b.N, i+model.MaxBatch); j++ {
+					tasks = append(tasks, model.EnqueueArgs{ID: fmt.Sprintf("t%09d", j), Payload: []byte("{}"), MaxAttempts: 3})
+				}
+				r, err := s.EnqueueBatch(ctx, core.EnqueueBatchParams{Queue: "bench", Tasks: tasks})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, it := range r.Items {
+					if it.Err != nil {
+						b.Fatal(it.Err)
+					}
+				}
+			}
+			w, err := core.NewWorker(s, "bench",
+				func(context.Context, core.Claim, core.Task) ([]byte, error) { return nil, nil },
+				core.WithConcurrency(g))
+			if err != nil {
+				b.Fatal(err)
+			}
+			cost := benchCost(b, s.Client(), "task")
+			cpu0 := processCPU()
+			b.StartTimer()
+			ran := make(chan error, 1)
+			go func() { ran <- w.Run(ctx) }()
+			for w.Stats().Acked < int64(b.N) {
+				time.Sleep(time.Millisecond)
+			}
+			b.StopTimer()
+			cpu := processCPU() - cpu0
+			cost(b.N)
+			if err := w.Shutdown(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if err := <-ran; err != nil {
+				b.Fatal(err)
+			}
+			if st := w.Stats(); st.Acked != int64(b.N) || st.StoreErrors != 0 {
+				b.Fatalf("acked %d of %d, %d store errors", st.Acked, b.N, st.StoreErrors)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+			b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// processCPU is the CPU time the benchmark process used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
