@@ -35,6 +35,8 @@ type Store struct {
 	noFunctions atomic.Bool
 	acks        replicaAcks   // WithReplicaAcks
 	enqueues    sync.Map      // queue name -> *enqueueGroup (coalesce.go)
+	keys        sync.Map      // queue name -> []string, its keys (baseKeys)
+	nkeys       atomic.Int64  // queues in keys
 	batched     atomic.Uint64 // Enqueue calls sent in a batch of several
 }
 
@@ -132,15 +134,35 @@ var keySuffixes = [...]string{
 
 // queueKeys returns KEYS for a script on queue: the queue's keys, the task
 // key prefix and, when id is given, the task's hash. Every key starts with
-// prefix + "{" + queue + "}", so they share one cluster slot.
+// prefix + "{" + queue + "}", so they share one cluster slot. The queue's
+// keys are built once per queue and shared: the slice returned has no room
+// beyond them, so a caller's append (the task's hash, a memo key) copies.
 func (s *Store) queueKeys(queue string, id ...string) []string {
+	keys := s.baseKeys(queue)
+	if len(id) > 0 {
+		keys = append(keys, s.prefix+"{"+queue+"}:task:"+id[0])
+	}
+	return keys
+}
+
+// maxCachedQueues bounds the queues whose keys a Store keeps built.
+const maxCachedQueues = 1024
+
+// baseKeys returns the keys of queue named by keySuffixes, built once.
+func (s *Store) baseKeys(queue string) []string {
+	if k, ok := s.keys.Load(queue); ok {
+		keys := k.([]string)
+		return keys[:len(keys):len(keys)]
+	}
 	base := s.prefix + "{" + queue + "}:"
-	keys := make([]string, len(keySuffixes), len(keySuffixes)+1)
+	keys := make([]string, len(keySuffixes))
 	for i, suffix := range keySuffixes {
 		keys[i] = base + suffix
 	}
-	if len(id) > 0 {
-		keys = append(keys, base+"task:"+id[0])
+	if s.nkeys.Load() < maxCachedQueues {
+		if _, loaded := s.keys.LoadOrStore(queue, keys); !loaded {
+			s.nkeys.Add(1)
+		}
 	}
 	return keys
 }
