@@ -34,7 +34,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (co
 // advances the sequence once for those added. It returns an error that is
 // not an item's own.
 func (t tx) enqueueBatch(p core.EnqueueBatchParams, now time.Time, items []core.ItemResult) error {
-	base, err := t.seq(p.Queue)
+	base, err := t.base(p.Queue)
 	if err != nil {
 		return err
 	}
@@ -53,7 +53,10 @@ func (t tx) enqueueBatch(p core.EnqueueBatchParams, now time.Time, items []core.
 			added++
 		}
 	}
-	return t.advanceTo(p.Queue, added, uint64(base)+uint64(added))
+	if added == 0 {
+		return nil
+	}
+	return t.advance(p.Queue, base+int64(added))
 }
 
 // AckBatch implements core.BatchStore: the claims are acknowledged in one
@@ -87,10 +90,12 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 	fn := func(t tx, now time.Time) error {
 		clear(items)
 		claimed = nil
-		// The first ack is stamped with the sequence's next value, read by
-		// its statement (as Ack's), which tells the sequence's value before
-		// the batch; the others are numbered from it.
-		base := int64(-1)
+		// The acks are stamped with the sequence's next values, in order,
+		// and the claims after them; the sequence is drawn once for both.
+		base, err := t.base(p.Queue)
+		if err != nil {
+			return err
+		}
 		acked := 0
 		for i, a := range p.Acks {
 			c := a.Claim
@@ -102,10 +107,7 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 				items[i].Err = d
 				continue
 			}
-			var v any // nil: the sequence's next value (newVersion)
-			if base >= 0 {
-				v = base + int64(acked) + 1
-			}
+			v := base + int64(acked) + 1
 			task, found, err := t.oneTask(sqlAck, withVersion([]any{p.Queue, c.TaskID, int64(c.Token), micros(now), blob(a.Result)}, v)...)
 			var d *damagedError
 			if errors.As(err, &d) && d.id == c.TaskID {
@@ -124,39 +126,21 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 				items[i].Err = err
 				continue
 			}
-			if base < 0 {
-				base = int64(task.Version) - 1
-				if base <= 0 {
-					// A claimed task's token came from the sequence, so it
-					// is at 1 at least: it is missing, reset or not an
-					// integer (read as 0).
-					if _, err := t.seq(p.Queue); err != nil {
-						return err
-					}
-					return corrupt("queue %q: the sequence was at %d below the claim of task %q", p.Queue, base, c.TaskID)
-				}
+			if task.Version != uint64(v) {
+				return corrupt("queue %q: task %q acknowledged with version %d, want %d", p.Queue, c.TaskID, task.Version, v)
 			}
 			items[i].Task = task
 			acked++
 		}
-		if acked == 0 {
-			// Every item was refused: the sequence is checked, as every
-			// refused operation checks it, and nothing is drawn.
-			if _, err := t.seq(p.Queue); err != nil {
+		if acked > 0 {
+			if err := t.advance(p.Queue, base+int64(acked)); err != nil {
 				return err
 			}
-			base = 0
 		}
 		if p.Pop.N == 0 {
-			return t.advanceTo(p.Queue, acked, uint64(base)+uint64(acked))
+			return nil
 		}
-		// The claims are stamped after the acks, and the sequence advances
-		// once past both.
-		var err error
-		claimed, err = s.pop(t, p.Queue, p.Pop.Lease, p.Pop.N, now, acked)
-		if err == nil && len(claimed) == 0 {
-			err = t.advanceTo(p.Queue, acked, uint64(base)+uint64(acked))
-		}
+		claimed, err = s.pop(t, p.Queue, p.Pop.Lease, p.Pop.N, now)
 		return err
 	}
 	for {

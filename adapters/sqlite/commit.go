@@ -199,11 +199,20 @@ func (s *Store) commitBatch(c *wconn, jobs []*job) (again []*job) {
 		return nil
 	}
 	rollback := func() { c.exec(sqlRollback) } // if it fails, the transaction is gone already
+	if err := s.checkDataVersion(c); err != nil {
+		rollback()
+		for _, j := range runnable {
+			j.finish(fmt.Errorf("leasehold/sqlite: data version: %w", err))
+		}
+		return nil
+	}
+	sq := &s.txSeqs
+	clear(sq.m)
 	done := make([]*job, 0, len(runnable))
 	for i := 0; i < len(runnable); i++ {
 		j := runnable[i]
 		j.op.wrote = false
-		t := tx{s: s, c: c, op: &j.op}
+		t := tx{s: s, c: c, op: &j.op, sq: sq}
 		now := model.Round(s.clock.Now())
 		err := run(j, t, now)
 		var redo *redoError
@@ -231,6 +240,13 @@ func (s *Store) commitBatch(c *wconn, jobs []*job) (again []*job) {
 		rollback() // nothing to commit
 		return nil
 	}
+	if err := s.flushSeqs(tx{s: s, c: c, op: &opState{}, sq: sq}); err != nil {
+		rollback()
+		for _, j := range done {
+			j.finish(fmt.Errorf("leasehold/sqlite: writing the sequence: %w", err))
+		}
+		return nil
+	}
 	if _, err := c.exec(sqlCommit); err != nil {
 		rollback() // a COMMIT that failed may leave the transaction open
 		for _, j := range done {
@@ -238,6 +254,7 @@ func (s *Store) commitBatch(c *wconn, jobs []*job) (again []*job) {
 		}
 		return nil
 	}
+	s.publishSeqs(tx{sq: sq})
 	if len(runnable) > 1 {
 		s.grouped.Add(int64(len(done)))
 	}

@@ -66,13 +66,24 @@
 // application ID "LSHD" in PRAGMA application_id; Open applies the forward
 // migrations in one transaction and refuses a database from a newer build.
 //
-//   - queues(name, seq, paused): each queue's sequence, the last value
-//     drawn, and its paused flag. Every change to a task stamps it with the
-//     next value (Task.Version); a Pop's value is also the claim token. The
-//     row outlives the queue's tasks, so no value is ever drawn twice. A Pop
-//     reads the flag in its own write transaction and claims nothing while
-//     it is 1 (Pause); Pausing a queue with no row yet makes the row, with
-//     the sequence at 0. Schema version 4 added the flag.
+//   - queues(name, seq, paused, owner): each queue's sequence, its paused
+//     flag and the owner of the sequence. Every change to a task stamps it
+//     with the next value (Task.Version); a Pop's value is also the claim
+//     token. With owner 0, seq is the last value drawn. A store that writes
+//     the file alone writes its own random owner value there at its first
+//     draw and then keeps drawing in memory, without rewriting the row (one
+//     page of the log less per transaction); the sequence is then the
+//     largest of seq and the versions of the queue's tasks, which is what
+//     any other writer reads (once) when it finds the row owned by someone
+//     else, and which a store that has seen another connection commit in
+//     the last second, Close, Remove and Prune (before a deletion) write
+//     back exact. PRAGMA data_version, read once per transaction, tells a
+//     store whether another connection has committed since its last
+//     transaction. The row outlives the queue's tasks, so no value is ever
+//     drawn twice, also after a crash. A Pop reads the flag in its own
+//     write transaction and claims nothing while it is 1 (Pause); Pausing a
+//     queue with no row yet makes the row, with the sequence at 0. Schema
+//     version 4 added the flag, version 7 the owner.
 //   - tasks: one row per task with every field of model.Task, keyed by
 //     (queue, id). Times are Unix microseconds, NULL for the zero time;
 //     payload and result are BLOBs; the error history is a JSON array of
@@ -119,11 +130,11 @@
 // order: ErrStaleClaim (the task is gone, or holds another token or version),
 // ErrNotFound or ErrConflict for the inspector, or a *model.TransitionError
 // naming the op and the state. An operation on one task stamps it with the
-// queue's next sequence value, which its statement reads without advancing
-// the sequence; only when the statement has matched does the operation
-// draw that value, and check that it is the one stamped. A refused
-// operation thus writes nothing. A statement that stamps several tasks numbers them from the sequence's value
-// by rank, and the sequence then advances past the values used.
+// queue's next sequence value, bound to its statement; only when the
+// statement has matched does the operation draw that value, and check that
+// it is the one stamped. A refused operation thus writes nothing. A
+// statement that stamps several tasks numbers them from the sequence's
+// value by rank, and the sequence then advances past the values used.
 //
 // Pop has two implementations (WithPopMode): PopReturning claims the first
 // Ready tasks and returns them with one UPDATE … FROM … RETURNING statement;
@@ -139,8 +150,8 @@
 // core.ErrCorrupt, and roll back. ClaimExpired and RecoverExpired first look
 // for a Running task whose deadline is not a time, which a comparison with
 // the clock would skip forever, and fail the same way. The queue's sequence
-// is checked each time it is drawn from, and when an operation that would
-// draw from it is refused: a value that is not an integer, or a
+// row is checked each time it is read (at a store's first draw, and after
+// any other connection has committed): a value that is not an integer, or a
 // missing row while the queue has tasks, is ErrCorrupt, never a restart of
 // the versions that could hand out a token a live claim holds. A decision
 // on a damaged row is ErrCorrupt whatever its token or version (the damage

@@ -36,137 +36,42 @@ func byVersion(ts []model.Task) {
 	})
 }
 
-// The queue's sequence row is checked whenever it is used: a sequence that
-// is not an integer, or a missing row while the queue has tasks, fails the
-// operation with ErrCorrupt (and rolls it back) instead of restarting the
-// versions and reissuing a token someone may hold.
+// The queue's sequence (seq.go) is checked whenever it is read: a
+// sequence that is not an integer, or a missing row while the queue has
+// tasks, fails the operation with ErrCorrupt (and rolls it back) instead of
+// restarting the versions and reissuing a token someone may hold.
 
 // draw takes the next n values of the queue's sequence and returns the last
 // one, for an operation that then stamps a task with it.
 func (t tx) draw(queue string, n int) (int64, error) {
-	var last int64
-	err := t.queryRow(sqlDraw, queue, n).Scan(&last)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return 0, corrupt("queue %q: the sequence is not an integer", queue)
-	case err != nil:
-		return 0, err
-	case last == int64(n):
-		// The row was created just now (or held 0): the queue must have no
-		// task, else its row was lost.
-		var one int
-		switch err := t.queryRow(sqlAnyTask, queue).Scan(&one); {
-		case err == nil:
-			return 0, corrupt("queue %q has tasks but its sequence was missing or reset", queue)
-		case !errors.Is(err, sql.ErrNoRows):
-			return 0, err
-		}
-	}
-	return last, nil
-}
-
-// drawn advances the queue's sequence by one past the value a statement has
-// just stamped a task with (newVersion, which read the sequence without
-// advancing it), and returns that value: the sequence must be an integer
-// (and then the stamp is the value returned). When the sequence row is
-// created only now, the queue must have no task but the one with ID added
-// (the task an Enqueue has just inserted; "" for a statement that changed a
-// task that was there already), else its row was lost.
-func (t tx) drawn(queue string, added string) (uint64, error) {
-	var last int64
-	switch err := t.queryRow(sqlDraw, queue, 1).Scan(&last); {
-	case errors.Is(err, sql.ErrNoRows):
-		return 0, corrupt("queue %q: the sequence is not an integer", queue)
-	case err != nil:
-		return 0, err
-	case last == 1:
-		var one int
-		switch err := t.queryRow(sqlOtherTask, queue, added).Scan(&one); {
-		case err == nil:
-			return 0, corrupt("queue %q has tasks but its sequence was missing or reset", queue)
-		case !errors.Is(err, sql.ErrNoRows):
-			return 0, err
-		}
-	}
-	return uint64(last), nil
-}
-
-// stampedWith is drawn for a statement that returned the task it stamped
-// with version.
-func (t tx) stampedWith(queue string, version uint64) error {
-	last, err := t.drawn(queue, "")
-	if err == nil && last != version {
-		err = corrupt("queue %q: the sequence is at %d after stamping version %d", queue, last, version)
-	}
-	return err
-}
-
-// seq reads the queue's sequence without changing it: 0 for a queue that
-// has no row yet (and then no task).
-func (t tx) seq(queue string) (int64, error) {
-	var raw any
-	var isInt bool
-	switch err := t.queryRow(sqlSeq, queue).Scan(&raw, &isInt); {
-	case errors.Is(err, sql.ErrNoRows):
-		var one int
-		switch err := t.queryRow(sqlAnyTask, queue).Scan(&one); {
-		case err == nil:
-			return 0, corrupt("queue %q has tasks but no sequence", queue)
-		case !errors.Is(err, sql.ErrNoRows):
-			return 0, err
-		}
-		return 0, nil
-	case err != nil:
+	base, err := t.base(queue)
+	if err != nil {
 		return 0, err
 	}
-	last, ok := raw.(int64)
-	if !ok || !isInt {
-		return 0, corrupt("queue %q: the sequence %v is not an integer", queue, abbreviate(raw))
-	}
-	return last, nil
+	return base + int64(n), t.advance(queue, base+int64(n))
 }
 
-// advanceTo moves the queue's sequence past the n values a statement used,
-// the last of which is last (0 when n is 0). A sequence that is not an
-// integer (the statement stamped rank-only versions) or that ends elsewhere
-// is ErrCorrupt.
-func (t tx) advanceTo(queue string, n int, last uint64) error {
-	if n == 0 {
+// stampedRun checks that a statement that stamped tasks with the values
+// after base, in their order, used exactly those (tasks sorted by version),
+// and draws them.
+func (t tx) stampedRun(queue string, base int64, tasks []model.Task) error {
+	if len(tasks) == 0 {
 		return nil
 	}
-	var got int64
-	switch err := t.queryRow(sqlDraw, queue, n).Scan(&got); {
-	case errors.Is(err, sql.ErrNoRows):
-		return corrupt("queue %q: the sequence is not an integer", queue)
-	case err != nil:
-		return err
-	case got != int64(last):
-		return corrupt("queue %q: the sequence is at %d after stamping version %d", queue, got, last)
+	last := base + int64(len(tasks))
+	if lastVersion(tasks) != uint64(last) || tasks[0].Version != uint64(base)+1 {
+		return corrupt("queue %q: %d tasks stamped with %d..%d after the sequence at %d", queue, len(tasks), tasks[0].Version, lastVersion(tasks), base)
 	}
-	return nil
+	return t.advance(queue, last)
 }
 
-// refused returns err, the refusal of an operation that would have drawn a
-// version of queue had it not been refused, unless the queue's sequence is
-// damaged: that is ErrCorrupt first, as it is for the operations that go
-// through.
-func (t tx) refused(queue string, err error) error {
-	if model.Kind(err) == nil {
-		return err
-	}
-	if _, serr := t.seq(queue); serr != nil {
-		return serr
-	}
-	return err
-}
-
-// stamped explains an error of a statement that stamps tasks with seqBase +
-// rank: a queue row that is missing or not an integer is ErrCorrupt.
+// stamped explains an error of a statement that stamps tasks: a queue row
+// that is missing or not an integer is ErrCorrupt.
 func (t tx) stamped(queue string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if _, serr := t.seq(queue); serr != nil && errors.Is(serr, core.ErrCorrupt) {
+	if _, serr := t.base(queue); serr != nil && errors.Is(serr, core.ErrCorrupt) {
 		return serr
 	}
 	return err
@@ -243,14 +148,16 @@ func (s *Store) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskRes
 	now, err := s.write(ctx, p.Queue, func() error { return validEnqueue(p.EnqueueArgs) }, func(t tx, now time.Time) error {
 		// The task is stamped with the sequence's next value, which is
 		// drawn once it is added: a refused task writes nothing.
-		pending := -1
-		var err error
-		task, err = t.enqueue(p.Queue, p.EnqueueArgs, now, 0, &pending)
+		base, err := t.base(p.Queue)
 		if err != nil {
-			return t.refused(p.Queue, err)
+			return err
 		}
-		task.Version, err = t.drawn(p.Queue, task.ID)
-		return err
+		pending := -1
+		task, err = t.enqueue(p.Queue, p.EnqueueArgs, now, base+1, &pending)
+		if err != nil {
+			return err
+		}
+		return t.advance(p.Queue, base+1)
 	})
 	if err != nil {
 		return core.TaskResult{}, err
@@ -258,7 +165,7 @@ func (s *Store) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskRes
 	return core.TaskResult{Now: now, Task: task}, nil
 }
 
-// enqueue adds one task whose arguments are valid, with version v (0: the
+// enqueue adds one task whose arguments are valid, with version v (the
 // sequence's next value, which the caller then draws), and the model's
 // checks in its order: the ID is free, then no other task holds the unique
 // key (only for a task that has one), then the queue has room.
@@ -303,11 +210,7 @@ func (t tx) enqueue(queue string, a model.EnqueueArgs, now time.Time, v int64, p
 	}
 	task.RunAfter = model.Round(a.RunAfter)
 	task.State = queuedState(now, task.RunAfter)
-	args := taskArgs(task)
-	if v == 0 {
-		args[7] = nil // newVersion: the caller draws it next
-	}
-	res, err := t.exec(sqlInsertNew, args...)
+	res, err := t.exec(sqlInsertNew, taskArgs(task)...)
 	if err != nil {
 		return model.Task{}, err
 	}
@@ -360,7 +263,11 @@ func (s *Store) Promote(ctx context.Context, p core.PromoteParams) (core.IDsResu
 			return err
 		}
 		return t.settingAside(func() error {
-			tasks, err := scanTasks(t.query(sqlPromote, p.Queue, now.UnixMicro(), limitArg(p.Limit)))
+			base, err := t.base(p.Queue)
+			if err != nil {
+				return err
+			}
+			tasks, err := scanTasks(t.query(sqlPromote, p.Queue, now.UnixMicro(), limitArg(p.Limit), base))
 			if err != nil {
 				return t.stamped(p.Queue, err)
 			}
@@ -369,7 +276,7 @@ func (s *Store) Promote(ctx context.Context, p core.PromoteParams) (core.IDsResu
 			for i, task := range tasks {
 				ids[i] = task.ID
 			}
-			return t.advanceTo(p.Queue, len(tasks), lastVersion(tasks))
+			return t.stampedRun(p.Queue, base, tasks)
 		})
 	})
 	if err != nil {
@@ -390,7 +297,7 @@ func (s *Store) Pop(ctx context.Context, p core.PopParams) (core.TasksResult, er
 	}
 	var tasks []model.Task
 	now, err := s.write(ctx, p.Queue, validate, func(t tx, now time.Time) (err error) {
-		tasks, err = s.pop(t, p.Queue, p.Lease, p.N, now, 0)
+		tasks, err = s.pop(t, p.Queue, p.Lease, p.N, now)
 		return err
 	})
 	if err != nil {
@@ -400,28 +307,25 @@ func (s *Store) Pop(ctx context.Context, p core.PopParams) (core.TasksResult, er
 }
 
 // pop claims up to n Ready tasks in t, as Pop does (and AckBatch's pop),
-// setting aside the damaged rows it meets. used is the number of values
-// past the queue's sequence the transaction has stamped tasks with already
-// without drawing them (AckBatch's acks): the claims are stamped after
-// them, and when pop claims a task it advances the sequence past them all,
-// in one statement; when it claims none, the caller draws them.
-// Its statements read the queue's paused flag themselves (notPaused): a
-// paused queue's Pop claims nothing.
-func (s *Store) pop(t tx, queue string, lease time.Duration, n int, now time.Time, used int) (tasks []model.Task, err error) {
+// setting aside the damaged rows it meets, and draws the values it stamped
+// them with. Its statements read the queue's paused flag themselves
+// (notPaused): a paused queue's Pop claims nothing.
+func (s *Store) pop(t tx, queue string, lease time.Duration, n int, now time.Time) (tasks []model.Task, err error) {
 	deadline := model.Round(now.Add(lease))
 	err = t.settingAside(func() (err error) {
+		base, err := t.base(queue)
+		if err != nil {
+			return err
+		}
 		if s.popMode == PopSelectUpdate {
-			tasks, err = t.popSelectUpdate(queue, n, now, deadline, used)
+			tasks, err = t.popSelectUpdate(queue, n, now, deadline, base)
 		} else {
-			tasks, err = t.popReturning(queue, n, now, deadline, used)
+			tasks, err = t.popReturning(queue, n, now, deadline, base)
 		}
 		if err != nil {
 			return t.stamped(queue, err)
 		}
-		if len(tasks) == 0 {
-			return nil
-		}
-		return t.advanceTo(queue, used+len(tasks), lastVersion(tasks))
+		return t.stampedRun(queue, base, tasks)
 	})
 	return tasks, err
 }
@@ -453,13 +357,14 @@ func (s *Store) setPaused(ctx context.Context, queue string, paused bool) (core.
 }
 
 // popReturning claims the first n Ready tasks with one UPDATE … RETURNING
-// (for one task, one that needs no ranking: sqlPopOne).
-func (t tx) popReturning(queue string, n int, now, deadline time.Time, used int) ([]model.Task, error) {
+// (for one task, one that needs no ranking: sqlPopOne), stamped with the
+// values after base.
+func (t tx) popReturning(queue string, n int, now, deadline time.Time, base int64) ([]model.Task, error) {
 	q := sqlPopReturning
 	if n == 1 {
 		q = sqlPopOne
 	}
-	tasks, err := scanTasks(t.query(q, queue, n, micros(now), micros(deadline), used))
+	tasks, err := scanTasks(t.query(q, queue, n, micros(now), micros(deadline), base))
 	if err != nil {
 		return nil, err
 	}
@@ -471,8 +376,9 @@ func (t tx) popReturning(queue string, n int, now, deadline time.Time, used int)
 }
 
 // popSelectUpdate selects the first n Ready tasks, then claims each with an
-// UPDATE that re-checks its state and version.
-func (t tx) popSelectUpdate(queue string, n int, now, deadline time.Time, used int) ([]model.Task, error) {
+// UPDATE that re-checks its state and version, stamped with the values
+// after base.
+func (t tx) popSelectUpdate(queue string, n int, now, deadline time.Time, base int64) ([]model.Task, error) {
 	tasks, err := scanTasks(t.query(sqlPopSelect, queue, n))
 	if err != nil {
 		return nil, err
@@ -480,13 +386,9 @@ func (t tx) popSelectUpdate(queue string, n int, now, deadline time.Time, used i
 	if len(tasks) == 0 {
 		return []model.Task{}, nil
 	}
-	base, err := t.seq(queue)
-	if err != nil {
-		return nil, err
-	}
 	for i := range tasks {
 		c := &tasks[i]
-		v := base + int64(used) + int64(i) + 1
+		v := base + int64(i) + 1
 		res, err := t.exec(sqlPopClaim, queue, c.ID, v, micros(now), micros(deadline), int64(c.Version))
 		if err != nil {
 			return nil, err
@@ -519,16 +421,20 @@ func (s *Store) workerOp(ctx context.Context, op model.Op, c model.Claim, valida
 		}
 		return validClaim(c)
 	}, func(t tx, now time.Time) error {
-		all := withVersion(append([]any{c.Queue, c.TaskID, int64(c.Token)}, args(now)...), nil)
+		base, err := t.base(c.Queue)
+		if err != nil {
+			return err
+		}
+		all := withVersion(append([]any{c.Queue, c.TaskID, int64(c.Token)}, args(now)...), base+1)
 		got, found, err := t.oneTask(q, all...)
 		if err != nil {
 			return t.stamped(c.Queue, err)
 		}
 		if !found {
-			return t.refused(c.Queue, t.diagnoseClaim(op, c)) // the statement changed nothing
+			return t.diagnoseClaim(op, c) // the statement changed nothing
 		}
 		task = got
-		return t.stampedWith(c.Queue, got.Version)
+		return t.stampedRun(c.Queue, base, []model.Task{got})
 	})
 	if err != nil {
 		return core.TaskResult{}, err
@@ -645,7 +551,11 @@ func (s *Store) ClaimExpired(ctx context.Context, p core.ClaimExpiredParams) (co
 		}
 		deadline := model.Round(now.Add(p.ClaimTTL))
 		return t.settingAside(func() error {
-			tasks, err := scanTasks(t.query(sqlClaimExpired, p.Queue, now.UnixMicro(), limitArg(p.Limit), micros(deadline)))
+			base, err := t.base(p.Queue)
+			if err != nil {
+				return err
+			}
+			tasks, err := scanTasks(t.query(sqlClaimExpired, p.Queue, now.UnixMicro(), limitArg(p.Limit), micros(deadline), base))
 			if err != nil {
 				return t.stamped(p.Queue, err)
 			}
@@ -654,7 +564,7 @@ func (s *Store) ClaimExpired(ctx context.Context, p core.ClaimExpiredParams) (co
 			for i, task := range tasks {
 				claims[i] = model.ReapClaim{Queue: task.Queue, TaskID: task.ID, Version: task.Version, Deadline: task.Deadline, Task: task}
 			}
-			return t.advanceTo(p.Queue, len(tasks), lastVersion(tasks))
+			return t.stampedRun(p.Queue, base, tasks)
 		})
 	})
 	if err != nil {
@@ -737,7 +647,11 @@ func (s *Store) brokerOp(ctx context.Context, op model.Op, rc model.ReapClaim, c
 		return model.ValidateReapClaim(rc)
 	}
 	now, err := s.write(ctx, rc.Queue, validate, func(t tx, now time.Time) error {
-		all := withVersion(append([]any{rc.Queue, rc.TaskID, int64(rc.Version)}, args(now)...), nil)
+		base, err := t.base(rc.Queue)
+		if err != nil {
+			return err
+		}
+		all := withVersion(append([]any{rc.Queue, rc.TaskID, int64(rc.Version)}, args(now)...), base+1)
 		got, found, err := t.oneTask(q, all...)
 		if err != nil {
 			return t.stamped(rc.Queue, err)
@@ -757,10 +671,10 @@ func (s *Store) brokerOp(ctx context.Context, op model.Op, rc model.ReapClaim, c
 			default:
 				err = transition(op, state, rc.TaskID)
 			}
-			return t.refused(rc.Queue, err)
+			return err
 		}
 		task = got
-		return t.stampedWith(rc.Queue, got.Version)
+		return t.stampedRun(rc.Queue, base, []model.Task{got})
 	})
 	if err != nil {
 		return core.TaskResult{}, err
@@ -809,8 +723,12 @@ func (s *Store) RecoverExpired(ctx context.Context, p core.RecoverExpiredParams)
 		}
 		runAfter := model.Round(now.Add(p.Delay))
 		return t.settingAside(func() (err error) {
+			base, err := t.base(p.Queue)
+			if err != nil {
+				return err
+			}
 			tasks, err = scanTasks(t.query(sqlRecoverExpired, p.Queue, now.UnixMicro(), limitArg(p.Limit),
-				int64(queuedState(now, runAfter)), micros(runAfter)))
+				int64(queuedState(now, runAfter)), micros(runAfter), base))
 			if err != nil {
 				return t.stamped(p.Queue, err)
 			}
@@ -818,7 +736,7 @@ func (s *Store) RecoverExpired(ctx context.Context, p core.RecoverExpiredParams)
 			if tasks == nil {
 				tasks = []model.Task{}
 			}
-			return t.advanceTo(p.Queue, len(tasks), lastVersion(tasks))
+			return t.stampedRun(p.Queue, base, tasks)
 		})
 	})
 	if err != nil {
@@ -834,12 +752,19 @@ func (s *Store) RecoverExpired(ctx context.Context, p core.RecoverExpiredParams)
 func (s *Store) inspectorOp(ctx context.Context, op model.Op, p core.InspectParams, q string, advance bool, extra ...func(now time.Time) []any) (core.TaskResult, error) {
 	var task model.Task
 	now, err := s.write(ctx, p.Queue, func() error { return model.ValidateID(p.ID) }, func(t tx, now time.Time) error {
+		// Every action reads the sequence first: a Remove writes it to the
+		// queue's row before its task (which may hold the last value drawn)
+		// is deleted.
+		base, err := t.base(p.Queue)
+		if err != nil {
+			return err
+		}
 		args := []any{p.Queue, p.ID, int64(p.Expect)}
 		for _, x := range extra {
 			args = append(args, x(now)...)
 		}
 		if advance {
-			args = withVersion(args, nil)
+			args = withVersion(args, base+1)
 		}
 		got, found, err := t.oneTask(q, args...)
 		if advance && err != nil {
@@ -868,16 +793,14 @@ func (s *Store) inspectorOp(ctx context.Context, op model.Op, p core.InspectPara
 			default:
 				err = transition(op, state, p.ID)
 			}
-			if advance {
-				return t.refused(p.Queue, err)
-			}
 			return err
 		}
 		task = got
 		if advance {
-			return t.stampedWith(p.Queue, got.Version)
+			return t.stampedRun(p.Queue, base, []model.Task{got})
 		}
-		return nil
+		return t.persistSeq(p.Queue) // Remove: the task is gone
+
 	})
 	if err != nil {
 		return core.TaskResult{}, err
@@ -923,6 +846,11 @@ func (s *Store) Prune(ctx context.Context, p core.PruneParams) (core.IDsResult, 
 				return err
 			}
 		}
+		// The sequence is read before the deletion: a task deleted may hold
+		// the last value drawn (persistSeq, below).
+		if _, err := t.base(p.Queue); err != nil {
+			return err
+		}
 		rows, err := t.query(sqlPrune, p.Queue, model.Round(p.Before).UnixMicro(), succeeded, failed, limitArg(p.Limit))
 		if err != nil {
 			return err
@@ -957,7 +885,10 @@ func (s *Store) Prune(ctx context.Context, p core.PruneParams) (core.IDsResult, 
 		for i, r := range got {
 			ids[i] = r.id
 		}
-		return nil
+		if len(got) == 0 {
+			return nil
+		}
+		return t.persistSeq(p.Queue) // a deleted task may hold the last value drawn
 	})
 	if err != nil {
 		return core.IDsResult{}, err

@@ -22,7 +22,7 @@ func TestPlansReadIndexesInOrder(t *testing.T) {
 	}
 	defer s.Close()
 	statements := map[string]string{
-		"insert": sqlInsertNew, "draw": sqlDraw, "seq": sqlSeq, "any task": sqlAnyTask, "damaged deadline": sqlDamagedDeadline, "pending": sqlPending, "promote": sqlPromote,
+		"insert": sqlInsertNew, "set seq": sqlSetSeq, "seq": sqlSeq, "top version": sqlTopVersion, "release seq": sqlReleaseSeq, "any task": sqlAnyTask, "damaged deadline": sqlDamagedDeadline, "pending": sqlPending, "promote": sqlPromote,
 		"pop returning": sqlPopReturning, "pop one": sqlPopOne, "pop select": sqlPopSelect, "pop claim": sqlPopClaim,
 		"extend": sqlExtend, "ack": sqlAck, "fail": sqlFail, "retry": sqlRetry,
 		"claim expired": sqlClaimExpired, "requeue": sqlRequeue, "finalize": sqlFinalize,
@@ -49,6 +49,7 @@ func TestPlansReadIndexesInOrder(t *testing.T) {
 		"counts": {"INDEX tasks_scheduled", "INDEX tasks_ready", "INDEX tasks_running", "INDEX tasks_succeeded",
 			"INDEX tasks_failed", "INDEX tasks_other"},
 		"pending":          {"INDEX tasks_scheduled", "INDEX tasks_ready", "INDEX tasks_running"},
+		"top version":      {"SEARCH tasks USING INDEX sqlite_autoindex_tasks_1 (queue=?)"},
 		"list ready":       {"SEARCH tasks USING INDEX sqlite_autoindex_tasks_1 (queue=? AND id>?)"},
 		"list succeeded":   {"SEARCH tasks USING INDEX sqlite_autoindex_tasks_1 (queue=? AND id>?)"},
 		"list quarantined": {"INDEX tasks_other (queue=? AND id>?)"},

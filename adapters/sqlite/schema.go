@@ -18,7 +18,7 @@ const applicationID = 0x4C534844
 // SchemaVersion is the schema this package writes, kept in PRAGMA
 // user_version. Open migrates older leasehold databases forward and refuses
 // newer ones.
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 // migrations[i] brings a database from schema version i to i+1.
 var migrations = []string{
@@ -94,6 +94,12 @@ CREATE TRIGGER tasks_release_key AFTER DELETE ON tasks WHEN OLD.unique_key IS NO
   DELETE FROM unique_keys WHERE queue = OLD.queue AND key = OLD.unique_key AND task_id = OLD.id;
 END;
 `,
+	// 6 -> 7: the owner of a queue's sequence row (0: seq is the last value
+	// drawn). A store that writes the file alone names itself there and
+	// keeps drawing in memory without rewriting the row; the sequence is
+	// then the largest of seq and the versions of the queue's tasks (see
+	// seq.go).
+	`ALTER TABLE queues ADD COLUMN owner INTEGER NOT NULL DEFAULT 0;`,
 }
 
 // otherStates is the condition of tasks_other: a state that is none of the

@@ -54,17 +54,10 @@ func appendError(at, message, raw, leaseExpired string) string {
 }
 
 // newVersion is the version a statement changing one task stamps it with:
-// the parameter ?9 when a batch binds the value it computed from the
-// sequence it read, else the queue's next sequence value (1 for a queue with
-// no sequence row yet). The statement reads the sequence without advancing
-// it, so an operation that is refused writes nothing; the caller then
-// advances the sequence past the value used (tx.drawn), which checks it.
-const newVersion = `COALESCE(?9, COALESCE((SELECT seq FROM queues WHERE name = ?1), 0) + 1)`
-
-// seqBase is the queue's last sequence value, for statements that stamp
-// several tasks with seqBase + their rank; the caller then advances the
-// sequence past the values used (tx.advanceTo), which checks the sequence.
-const seqBase = `(SELECT seq FROM queues WHERE name = ?1)`
+// the parameter ?9, the queue's next sequence value (see seq.go), which the
+// caller draws (tx.advance) only once the statement matched, so an
+// operation that is refused writes nothing.
+const newVersion = `?9`
 
 // notPaused is the condition of every Pop statement's choice of tasks: the
 // queue ?1 is not paused. The statement reads the flag itself, in the Pop's
@@ -78,21 +71,22 @@ var (
   + (SELECT count(*) FROM (SELECT 1 FROM tasks WHERE queue = ?1 AND state = %d LIMIT ?2 + 0))
   + (SELECT count(*) FROM (SELECT 1 FROM tasks WHERE queue = ?1 AND state = %d LIMIT ?2 + 0))`,
 		model.Scheduled, model.Ready, model.Running)
-	// ?1 queue, ?2 values to draw. The sequence advances only while it
-	// holds an integer; a missing row is created (and the caller checks
-	// that the queue then has no tasks).
-	sqlDraw = `INSERT INTO queues (name, seq) VALUES (?1, ?2)
-ON CONFLICT (name) DO UPDATE SET seq = seq + ?2 WHERE typeof(seq) = 'integer' RETURNING seq`
-	sqlSeq     = `SELECT seq, typeof(seq) = 'integer' FROM queues WHERE name = ?1`
-	sqlAnyTask = `SELECT 1 FROM tasks WHERE queue = ?1 LIMIT 1`
-	// ?1 queue, ?2 an ID to leave out ('' for none)
-	sqlOtherTask = `SELECT 1 FROM tasks WHERE queue = ?1 AND id <> ?2 LIMIT 1`
-	// Enqueue: insertTaskSQL with the version ?8, or the queue's next
-	// sequence value when ?8 is NULL (as newVersion), refusing an ID
-	// already taken.
-	sqlInsertNew = strings.Replace(insertTaskSQL, `?8,`, `COALESCE(?8, COALESCE((SELECT seq FROM queues WHERE name = ?1), 0) + 1),`, 1) +
-		` ON CONFLICT (queue, id) DO NOTHING`
-	sqlProbe = `SELECT state, claim_token, version FROM tasks WHERE queue = ?1 AND id = ?2`
+	// The queue's sequence (seq.go). ?1 queue, ?2 the last value drawn, ?3
+	// the owner (0: seq is exact).
+	sqlSetSeq = `INSERT INTO queues (name, seq, owner) VALUES (?1, ?2, ?3)
+ON CONFLICT (name) DO UPDATE SET seq = ?2, owner = ?3`
+	sqlSeq = `SELECT seq, typeof(seq) = 'integer', owner FROM queues WHERE name = ?1`
+	// ?1 queue: the largest version of its tasks (NULL for none).
+	sqlTopVersion = `SELECT max(version) FROM tasks WHERE queue = ?1 AND typeof(version) = 'integer'`
+	// ?1 queue, ?2 the last value drawn, ?3 the owner giving the row back.
+	sqlReleaseSeq = `UPDATE queues SET seq = max(seq, ?2), owner = 0
+WHERE name = ?1 AND owner = ?3 AND typeof(seq) = 'integer'`
+	// Whether another connection has committed (seq.go).
+	sqlDataVersion = `PRAGMA data_version`
+	sqlAnyTask     = `SELECT 1 FROM tasks WHERE queue = ?1 LIMIT 1`
+	// Enqueue: insertTaskSQL, refusing an ID already taken.
+	sqlInsertNew = insertTaskSQL + ` ON CONFLICT (queue, id) DO NOTHING`
+	sqlProbe     = `SELECT state, claim_token, version FROM tasks WHERE queue = ?1 AND id = ?2`
 	// ?1 queue, ?2 key: the key's last taker and what its hold depends on
 	// (model.Queue.KeyHolder); the task columns are NULL when it is gone.
 	sqlKeyHolder = `SELECT k.task_id, t.state, t.unique_key, t.unique_until FROM unique_keys k
@@ -101,32 +95,33 @@ LEFT JOIN tasks t ON t.queue = k.queue AND t.id = k.task_id WHERE k.queue = ?1 A
 	sqlTakeKey = `INSERT INTO unique_keys (queue, key, task_id) VALUES (?1, ?2, ?3)
 ON CONFLICT (queue, key) DO UPDATE SET task_id = excluded.task_id`
 
-	// ?1 queue, ?2 now, ?3 limit (-1: none)
+	// ?1 queue, ?2 now, ?3 limit (-1: none), ?4 the sequence (the tasks
+	// are stamped with the values after it, in order)
 	sqlPromote = fmt.Sprintf(`WITH due AS (
   SELECT rowid AS rid, run_after, id FROM tasks WHERE queue = ?1 AND state = %[1]d AND run_after <= ?2 ORDER BY run_after, id LIMIT ?3 + 0
 ), picked AS MATERIALIZED (SELECT rid, row_number() OVER (ORDER BY run_after, id) AS rank FROM due)
-UPDATE tasks SET state = %[2]d, version = %[3]s + picked.rank
-FROM picked WHERE tasks.rowid = picked.rid AND tasks.queue = ?1 AND tasks.state IN (%[4]s)
-RETURNING %[5]s`, model.Scheduled, model.Ready, seqBase, from(model.OpPromote), qualifiedColumns)
+UPDATE tasks SET state = %[2]d, version = ?4 + picked.rank
+FROM picked WHERE tasks.rowid = picked.rid AND tasks.queue = ?1 AND tasks.state IN (%[3]s)
+RETURNING %[4]s`, model.Scheduled, model.Ready, from(model.OpPromote), qualifiedColumns)
 
-	// ?1 queue, ?2 n, ?3 now, ?4 deadline, ?5 the values past the
-	// sequence that the transaction has used already (see Store.pop)
+	// ?1 queue, ?2 n, ?3 now, ?4 deadline, ?5 the last value used (the
+	// claims are stamped with the values after it)
 	sqlPopReturning = fmt.Sprintf(`WITH first AS (
-  SELECT rowid AS rid, priority, version FROM tasks WHERE queue = ?1 AND state = %[1]d AND %[6]s ORDER BY priority DESC, version LIMIT ?2 + 0
+  SELECT rowid AS rid, priority, version FROM tasks WHERE queue = ?1 AND state = %[1]d AND %[5]s ORDER BY priority DESC, version LIMIT ?2 + 0
 ), picked AS MATERIALIZED (SELECT rid, row_number() OVER (ORDER BY priority DESC, version) AS rank FROM first)
-UPDATE tasks SET state = %[2]d, version = %[3]s + ?5 + picked.rank, claim_token = %[3]s + ?5 + picked.rank,
+UPDATE tasks SET state = %[2]d, version = ?5 + picked.rank, claim_token = ?5 + picked.rank,
   attempt = attempt + 1, claimed_at = ?3, deadline = ?4
-FROM picked WHERE tasks.rowid = picked.rid AND tasks.queue = ?1 AND tasks.state IN (%[4]s)
-RETURNING %[5]s`, model.Ready, model.Running, seqBase, from(model.OpPop), qualifiedColumns, notPaused)
+FROM picked WHERE tasks.rowid = picked.rid AND tasks.queue = ?1 AND tasks.state IN (%[3]s)
+RETURNING %[4]s`, model.Ready, model.Running, from(model.OpPop), qualifiedColumns, notPaused)
 
 	// sqlPopReturning for n = 1 (?2): the first Ready task, found by a
 	// subquery on the index, stamped with the next sequence value, without
 	// the ranking of a batch.
-	sqlPopOne = fmt.Sprintf(`UPDATE tasks SET state = %[1]d, version = %[2]s + ?5 + 1, claim_token = %[2]s + ?5 + 1,
+	sqlPopOne = fmt.Sprintf(`UPDATE tasks SET state = %[1]d, version = ?5 + 1, claim_token = ?5 + 1,
   attempt = attempt + 1, claimed_at = ?3, deadline = ?4
-WHERE rowid = (SELECT rowid FROM tasks WHERE queue = ?1 AND state = %[3]d AND %[6]s ORDER BY priority DESC, version LIMIT ?2 + 0)
-  AND queue = ?1 AND state IN (%[4]s)
-RETURNING %[5]s`, model.Running, seqBase, model.Ready, from(model.OpPop), taskColumns, notPaused)
+WHERE rowid = (SELECT rowid FROM tasks WHERE queue = ?1 AND state = %[2]d AND %[5]s ORDER BY priority DESC, version LIMIT ?2 + 0)
+  AND queue = ?1 AND state IN (%[3]s)
+RETURNING %[4]s`, model.Running, model.Ready, from(model.OpPop), taskColumns, notPaused)
 
 	// ?1 queue, ?2 n
 	sqlPopSelect = fmt.Sprintf(`SELECT %s FROM tasks WHERE queue = ?1 AND state = %d AND %s ORDER BY priority DESC, version LIMIT ?2 + 0`,
@@ -165,13 +160,13 @@ WHERE queue = ?1 AND id = ?2 AND state IN (%s) AND version = ?6`, model.Running,
 	// which no order index holds).
 	sqlSetAside = fmt.Sprintf(`UPDATE tasks SET state = %d, quarantine = ?3 WHERE queue = ?1 AND id = ?2`, model.Quarantined)
 
-	// ?1 queue, ?2 now, ?3 limit, ?4 new deadline
+	// ?1 queue, ?2 now, ?3 limit, ?4 new deadline, ?5 the sequence
 	sqlClaimExpired = fmt.Sprintf(`WITH expired AS (
   SELECT rowid AS rid, deadline, id FROM tasks WHERE queue = ?1 AND state = %[1]d AND deadline <= ?2 ORDER BY deadline, id LIMIT ?3 + 0
 ), picked AS MATERIALIZED (SELECT rid, row_number() OVER (ORDER BY deadline, id) AS rank FROM expired)
-UPDATE tasks SET version = %[2]s + picked.rank, deadline = ?4
-FROM picked WHERE tasks.rowid = picked.rid AND tasks.queue = ?1 AND tasks.state IN (%[3]s)
-RETURNING %[4]s`, model.Running, seqBase, from(model.OpClaimExpired), qualifiedColumns)
+UPDATE tasks SET version = ?5 + picked.rank, deadline = ?4
+FROM picked WHERE tasks.rowid = picked.rid AND tasks.queue = ?1 AND tasks.state IN (%[2]s)
+RETURNING %[3]s`, model.Running, from(model.OpClaimExpired), qualifiedColumns)
 
 	// Broker decisions: ?1 queue, ?2 id, ?3 version of the reap claim; then their own.
 	brokerGuard = `WHERE queue = ?1 AND id = ?2 AND version = ?3 AND state IN (%s) RETURNING ` + taskColumns
@@ -184,20 +179,21 @@ RETURNING %[4]s`, model.Running, seqBase, from(model.OpClaimExpired), qualifiedC
 	sqlFinalize = fmt.Sprintf(`UPDATE tasks SET version = %s, state = %d, errors = %s, finished_at = ?4, deadline = NULL `+brokerGuard,
 		newVersion, model.Failed, appendError("?4", "?5", "?6", "true"), from(model.OpFinalize))
 
-	// ?1 queue, ?2 now, ?3 limit, ?4 state when retried, ?5 run after when retried
+	// ?1 queue, ?2 now, ?3 limit, ?4 state when retried, ?5 run after when
+	// retried, ?6 the sequence
 	sqlRecoverExpired = fmt.Sprintf(`WITH expired AS (
   SELECT rowid AS rid, deadline, id FROM tasks WHERE queue = ?1 AND state = %[1]d AND deadline <= ?2 ORDER BY deadline, id LIMIT ?3 + 0
 ), picked AS MATERIALIZED (SELECT rid, row_number() OVER (ORDER BY deadline, id) AS rank FROM expired)
-UPDATE tasks SET version = %[2]s + picked.rank,
-  errors = %[3]s,
-  state       = CASE WHEN attempt >= max_attempts THEN %[4]d ELSE ?4 END,
+UPDATE tasks SET version = ?6 + picked.rank,
+  errors = %[2]s,
+  state       = CASE WHEN attempt >= max_attempts THEN %[3]d ELSE ?4 END,
   finished_at = CASE WHEN attempt >= max_attempts THEN ?2 ELSE NULL END,
   run_after   = CASE WHEN attempt >= max_attempts THEN run_after ELSE ?5 END,
   claim_token = CASE WHEN attempt >= max_attempts THEN claim_token ELSE 0 END,
   claimed_at  = CASE WHEN attempt >= max_attempts THEN claimed_at ELSE NULL END,
   deadline = NULL
-FROM picked WHERE tasks.rowid = picked.rid AND tasks.queue = ?1 AND tasks.state IN (%[5]s)
-RETURNING %[6]s`, model.Running, seqBase, appendError("?2", "'"+model.LeaseExpiredMessage+"'", "NULL", "true"),
+FROM picked WHERE tasks.rowid = picked.rid AND tasks.queue = ?1 AND tasks.state IN (%[4]s)
+RETURNING %[5]s`, model.Running, appendError("?2", "'"+model.LeaseExpiredMessage+"'", "NULL", "true"),
 		model.Failed, from(model.OpRecoverExpired), qualifiedColumns)
 
 	// Inspector actions: ?1 queue, ?2 id, ?3 expected version (0: any).
@@ -264,7 +260,7 @@ var (
 UNION ALL SELECT 1, NULL, paused = 1 FROM queues WHERE name = ?1`
 	}()
 	// ?1 queue, ?2 the flag (0 or 1). A queue paused before its first task
-	// gets its row with the sequence at 0 (see tx.draw).
+	// gets its row with the sequence at 0.
 	sqlSetPaused = `INSERT INTO queues (name, seq, paused) VALUES (?1, 0, ?2)
 ON CONFLICT (name) DO UPDATE SET paused = ?2`
 	sqlQueues = `SELECT name FROM queues ORDER BY name`

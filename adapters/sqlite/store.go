@@ -35,6 +35,15 @@ type Store struct {
 
 	grouped atomic.Int64 // operations committed in a batch of more than one
 
+	// The queues' sequences (seq.go), touched only by the writer's leader.
+	owner           int64                // this store's owner value
+	seq             map[string]*seqState // what is known of each queue's sequence
+	txSeqs          seqs                 // the running transaction's
+	dataVersion     int64                // PRAGMA data_version after the last transaction
+	haveDataVersion bool
+	foreignAt       time.Time     // when another connection's commit was last seen
+	lazyAfter       time.Duration // see the constant
+
 	mu     sync.RWMutex // held shared by every operation, exclusively by Close
 	closed bool
 }
@@ -212,7 +221,8 @@ func Open(path string, opts ...Option) (*Store, error) {
 		w.Close()
 		return nil, err
 	}
-	s := &Store{path: path, clock: cfg.clock, capacity: cfg.capacity, popMode: cfg.popMode, w: w, wc: wc, r: r}
+	s := &Store{path: path, clock: cfg.clock, capacity: cfg.capacity, popMode: cfg.popMode, w: w, wc: wc, r: r,
+		owner: newOwner(), seq: map[string]*seqState{}, txSeqs: seqs{m: map[string]*seqState{}}, lazyAfter: lazyAfter}
 	s.rstmts.db = r
 	return s, nil
 }
@@ -301,6 +311,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	// Every operation has returned: none holds or waits for the writer.
+	s.releaseSeqs()
 	return s.closeDBs()
 }
 
@@ -344,6 +355,7 @@ type tx struct {
 	s  *Store
 	c  stmtRunner
 	op *opState // of the operation running
+	sq *seqs    // the transaction's sequences (seq.go)
 }
 
 // stmtRunner runs the statements of a transaction: *wconn, or sqlTx for a

@@ -69,7 +69,7 @@ func (s *Store) EnqueueBatchTx(ctx context.Context, stx *sql.Tx, p core.EnqueueB
 	}
 	now := model.Round(s.clock.Now())
 	items := make([]core.ItemResult, len(p.Tasks))
-	if err := (tx{s: s, c: c, op: &opState{}}).enqueueBatch(p, now, items); err != nil {
+	if err := (tx{s: s, c: c, op: &opState{}, sq: &seqs{caller: true, m: map[string]*seqState{}}}).enqueueBatch(p, now, items); err != nil {
 		if _, rerr := c.execFor(nil, `ROLLBACK TO leasehold_enqueue`); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("leasehold/sqlite: rollback to savepoint: %w", rerr))
 		}
