@@ -471,3 +471,55 @@ func TestWorkerWithBatchSizeOneAcksOneByOne(t *testing.T) {
 		t.Fatalf("stats = %+v", st)
 	}
 }
+
+func TestWorkerAtHighConcurrencyKeepsASecondAckBatchOut(t *testing.T) {
+	clk := core.NewFakeClock(t0)
+	s := newBatchRecStore(t, clk)
+	const n = 16
+	for i := range n {
+		enqueue(t, s, clk, fmt.Sprintf("t%d", i))
+	}
+	// The first AckBatch is held until a second one is out: a worker that
+	// waits for each call's answer before sending the next never sends it.
+	var calls atomic.Int32
+	second := make(chan struct{})
+	s.beforeBatch = func(p core.AckBatchParams) {
+		if len(p.Acks) > n/2 {
+			t.Errorf("an AckBatch of %d acks at concurrency %d, want at most %d per call", len(p.Acks), n, n/2)
+		}
+		switch calls.Add(1) {
+		case 1:
+			select {
+			case <-second:
+			case <-time.After(10 * time.Second):
+				t.Error("no second AckBatch while the first was out")
+			}
+		case 2:
+			close(second)
+		}
+	}
+	w := newWorker(t, s, clk, func(context.Context, core.Claim, core.Task) ([]byte, error) {
+		return nil, nil
+	}, core.WithConcurrency(n))
+	started(t, w)
+	acks := 0
+	for acks < n {
+		acks = 0
+		for _, e := range s.snapshot() {
+			if e.Op == "AckBatch" {
+				acks += e.N
+			}
+		}
+		if acks < n {
+			s.wait(t, "AckBatch", s.count("AckBatch")+1)
+		}
+	}
+	if c := calls.Load(); c < 2 {
+		t.Fatalf("%d AckBatch calls for %d acks", c, n)
+	}
+	for i := range n {
+		if task := mustGet(t, s, fmt.Sprintf("t%d", i)); task.State != core.Succeeded {
+			t.Fatalf("t%d = %v", i, task.State)
+		}
+	}
+}
