@@ -385,21 +385,62 @@ func (s *Store) lead(g *group, queue string, first *call) {
 	calls := append([]*call{first}, g.waiting[:n]...)
 	g.waiting = slices.Delete(g.waiting, 0, n)
 	g.mu.Unlock()
-	s.runGroup(queue, calls)
+	released := false
+	release := func() {
+		if released {
+			return
+		}
+		released = true
+		g.mu.Lock()
+		if len(g.waiting) > 0 {
+			next := g.waiting[0]
+			g.waiting = slices.Delete(g.waiting, 0, 1)
+			next.lead = true
+			close(next.done)
+		} else {
+			g.busy, g.gone = false, true
+			s.groups.CompareAndDelete(queue, g)
+		}
+		g.mu.Unlock()
+	}
+	s.runGroup(queue, calls, release)
+	release()
 	for _, c := range calls[1:] {
 		close(c.done)
 	}
-	g.mu.Lock()
-	if len(g.waiting) > 0 {
-		next := g.waiting[0]
-		g.waiting = slices.Delete(g.waiting, 0, 1)
-		next.lead = true
-		close(next.done)
-	} else {
-		g.busy, g.gone = false, true
-		s.groups.CompareAndDelete(queue, g)
+}
+
+// commit commits the transaction on conn, which the lock's round trip set
+// to commit without waiting for the disk, calls release once the COMMIT is
+// answered (the queue's lock is free then, and the next transaction of the
+// queue may begin), and returns once the transaction is durable: the COMMIT
+// and a statement that flushes the WAL behind it (queries.flush) go in one
+// round trip. So the queue's lock is not held while the disk flushes, and
+// the flushes of transactions that follow one another close together are
+// shared; still no caller is answered before its transaction is durable,
+// and a transaction that saw another's writes commits after them, so it is
+// durable only once they are.
+func (s *Store) commit(ctx context.Context, conn *pgxpool.Conn, release func()) error {
+	b := &pgx.Batch{}
+	b.Queue("COMMIT")
+	b.Queue(s.q.flush)
+	res := conn.SendBatch(ctx, b)
+	defer res.Close()
+	tag, err := res.Exec()
+	release()
+	if err != nil {
+		return fmt.Errorf("leasehold/postgres: commit: %w", err)
 	}
-	g.mu.Unlock()
+	if tag.String() != "COMMIT" {
+		return fmt.Errorf("leasehold/postgres: commit: the transaction was rolled back (%s)", tag)
+	}
+	if _, err := res.Exec(); err != nil {
+		return fmt.Errorf("leasehold/postgres: commit: waiting for the WAL flush: %w", err)
+	}
+	if err := res.Close(); err != nil {
+		return fmt.Errorf("leasehold/postgres: commit: waiting for the WAL flush: %w", err)
+	}
+	return nil
 }
 
 // runGroup runs calls in one transaction, in order, and answers each. A
@@ -409,7 +450,7 @@ func (s *Store) lead(g *group, queue string, first *call) {
 // each is then run again in a transaction of its own, which gives it its
 // own answer.
 
-func (s *Store) runGroup(queue string, calls []*call) {
+func (s *Store) runGroup(queue string, calls []*call, release func()) {
 	ctx := calls[0].ctx
 	if len(calls) > 1 {
 		// The statements serve every call: they stop when every caller
@@ -494,12 +535,12 @@ func (s *Store) runGroup(queue string, calls []*call) {
 		}
 		conn.Release()
 		for _, c := range calls {
-			s.runGroup(queue, []*call{c})
+			s.runGroup(queue, []*call{c}, func() {})
 		}
 		return
 	}
-	if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
-		err = fmt.Errorf("leasehold/postgres: commit: %w", err)
+	err = s.commit(ctx, conn, release)
+	if err != nil {
 		for i, c := range calls {
 			// A refused call changed nothing, whatever became of the others.
 			c.answer(o.now, cmp.Or(errs[i], err))
@@ -597,7 +638,11 @@ func (o *opTx) lock(flags lockFlags) error {
 		// operation of the transaction was called.
 		clientNow = micros(model.Round(o.s.clock.Now()))
 	}
-	b.Queue(o.s.q.dbNow, clientNow)
+	if o.begin {
+		b.Queue(o.s.q.dbNowAsync, clientNow)
+	} else {
+		b.Queue(o.s.q.dbNow, clientNow)
+	}
 	b.Queue(o.s.q.anyTask, o.queue)
 	notify := flags&lockNotify != 0 && o.s.notifier != nil
 	if notify {
@@ -652,7 +697,8 @@ func (o *opTx) lock(flags lockFlags) error {
 }
 
 // read runs fn for a read operation, on the pool: every read is one
-// statement, so it sees one committed state.
+// statement, so it sees one committed state. It returns once that state is
+// durable (awaitFlush).
 func (s *Store) read(ctx context.Context, queue string, validate func() error, fn func() error) (err error) {
 	if err := s.enter(ctx, queue, validate); err != nil {
 		return err
@@ -663,7 +709,30 @@ func (s *Store) read(ctx context.Context, queue string, validate func() error, f
 			err = fmt.Errorf("leasehold/postgres: internal error: %v", r)
 		}
 	}()
-	return fn()
+	if err := fn(); err != nil {
+		return err
+	}
+	return s.awaitFlush(ctx)
+}
+
+// awaitFlush returns once every transaction committed so far is durable.
+// The store's own transactions commit without waiting for the disk and are
+// answered once flushed (see commit), so a read may see a commit that is
+// not flushed yet: it is answered only once it is, so that no one is shown
+// a state a crash could take back. Usually every WAL record written is
+// flushed already, and this costs one round trip.
+func (s *Store) awaitFlush(ctx context.Context) error {
+	var flushed bool
+	if err := s.pool.QueryRow(ctx, s.q.flushed).Scan(&flushed); err != nil {
+		return fmt.Errorf("leasehold/postgres: reading the WAL flush position: %w", err)
+	}
+	if flushed {
+		return nil
+	}
+	if _, err := s.pool.Exec(ctx, s.q.flush); err != nil {
+		return fmt.Errorf("leasehold/postgres: waiting for the WAL flush: %w", err)
+	}
+	return nil
 }
 
 func corrupt(format string, args ...any) error {
