@@ -63,7 +63,16 @@
 // that explains a refusal: they take the clock's reading from the server
 // (a setting of the transaction, made by the statement after the lock), so
 // they need not wait for the client to learn it, and such a write costs
-// two round trips, the second its COMMIT.
+// two round trips, the second its COMMIT. An Enqueue of a task without a
+// unique key needs nothing from the client after its statements: what it
+// refuses it writes nothing for (the probe that follows only reads), and
+// its statements themselves add nothing to a queue that has tasks but no
+// sequence row, or a sequence at 0 (which it then reports ErrCorrupt). So
+// a transaction of such Enqueues alone sends its COMMIT, and the flush
+// behind it, in the same round trip: one round trip in all. Since that
+// COMMIT may have run whatever the client then reads, a failure of such a
+// transaction answers each of its Enqueues with the error (none is run
+// again, and none is answered as refused).
 //
 // Since the writes of a queue take its lock one after the other, a queue
 // runs at most one transaction at a time, whatever the number of clients.

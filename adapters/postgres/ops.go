@@ -100,7 +100,11 @@ func (s *Store) Enqueue(ctx context.Context, p core.EnqueueParams) (core.TaskRes
 	if p.UniqueKey == "" {
 		pipe = s.pipedEnqueue(p, &task)
 	}
-	now, err := s.writePiped(ctx, p.Queue, lockNotify, func() error { return validEnqueue(p.EnqueueArgs) }, func(o *opTx) (err error) {
+	write := s.writePiped
+	if pipe != nil {
+		write = s.writeFinal
+	}
+	now, err := write(ctx, p.Queue, lockNotify, func() error { return validEnqueue(p.EnqueueArgs) }, func(o *opTx) (err error) {
 		task, err = o.enqueue(p.EnqueueArgs)
 		return err
 	}, pipe)

@@ -84,8 +84,8 @@ var probedState = fmt.Sprintf(`CASE WHEN state = %[1]d AND jsonb_typeof(errors) 
 type queries struct {
 	schema string
 
-	ensureQueue, lock, dbNow, dbNowAsync, anyTask, probe, pending string
-	flush, flushed                                                string
+	ensureQueue, ensureQueueFinal, lock, dbNow, dbNowAsync, anyTask, probe, pending string
+	flush, flushed                                                                  string
 
 	enqueue, promote, popReturning, popSelect, popClaim string
 	keyHolder, takeKey                                  string
@@ -111,9 +111,14 @@ func buildQueries(schema string) queries {
 	q := queries{
 		schema:      schema,
 		ensureQueue: f(`INSERT INTO {s}.queues (name, seq) VALUES ($1, 0) ON CONFLICT (name) DO NOTHING`),
-		lock:        f(`SELECT seq, paused FROM {s}.queues WHERE name = $1 FOR UPDATE`),
-		setPaused:   f(`UPDATE {s}.queues SET paused = $2 WHERE name = $1`),
-		anyTask:     f(`SELECT EXISTS (SELECT 1 FROM {s}.tasks WHERE queue = $1)`),
+		// ensureQueue for a transaction that commits with its statements
+		// (opTx.final): a queue that has tasks but no row is left without
+		// one (its operations are ErrCorrupt, and change nothing).
+		ensureQueueFinal: f(`INSERT INTO {s}.queues (name, seq) SELECT $1, 0 WHERE NOT EXISTS (SELECT 1 FROM {s}.tasks WHERE queue = $1)
+ON CONFLICT (name) DO NOTHING`),
+		lock:      f(`SELECT seq, paused FROM {s}.queues WHERE name = $1 FOR UPDATE`),
+		setPaused: f(`UPDATE {s}.queues SET paused = $2 WHERE name = $1`),
+		anyTask:   f(`SELECT EXISTS (SELECT 1 FROM {s}.tasks WHERE queue = $1)`),
 		// The state is negated for a task an operator cancelled (see
 		// probedState).
 		probe: f(`SELECT %s, claim_token, version FROM {s}.tasks WHERE queue = $1 AND id = $2`, probedState),
@@ -151,7 +156,8 @@ func buildQueries(schema string) queries {
 		enqueue: f(`WITH u AS (
   INSERT INTO {s}.tasks (queue, id, payload, priority, state, attempt, max_attempts, version, claim_token, enqueued_at, run_after, errors, timeout_ns, unique_key, unique_until)
   SELECT $1::text, $2::bytea, $3::bytea, $4::integer, $5::smallint, 0, $6::bigint, %[1]s + 1, 0, $7::bigint, $8::bigint, '[]', $10::bigint, $11::bytea, $12::bigint
-  WHERE $9::bigint IS NULL OR (SELECT count(*) FROM (SELECT 1 FROM {s}.tasks WHERE queue = $1 AND state IN (%[2]d, %[3]d, %[4]d) LIMIT $9) p) < $9
+  WHERE ($9::bigint IS NULL OR (SELECT count(*) FROM (SELECT 1 FROM {s}.tasks WHERE queue = $1 AND state IN (%[2]d, %[3]d, %[4]d) LIMIT $9) p) < $9)
+    AND (%[1]s > 0 OR NOT EXISTS (SELECT 1 FROM {s}.tasks WHERE queue = $1)) -- nothing in a queue whose sequence is missing or reset
   ON CONFLICT (queue, id) DO NOTHING RETURNING version)`+bump+` SELECT version FROM u`,
 			seqBase, model.Scheduled, model.Ready, model.Running),
 

@@ -268,6 +268,12 @@ type opTx struct {
 	// results (nil: none).
 	pipe  func(b *pgx.Batch)
 	piped func(res pgx.BatchResults) error
+	// final: the transaction's COMMIT and the flush behind it go with the
+	// lock's round trip, after pipe's statements (every operation of the
+	// transaction is piped and final); release is called once COMMIT is
+	// answered.
+	final   bool
+	release func()
 }
 
 // write performs one write operation in a transaction of its own: it locks
@@ -288,11 +294,24 @@ func (s *Store) write(ctx context.Context, queue string, flags lockFlags, valida
 // the function that reads their results. When the operation's transaction
 // runs another operation before it that cannot, fn runs instead.
 func (s *Store) writePiped(ctx context.Context, queue string, flags lockFlags, validate func() error, fn func(o *opTx) error, pipe pipeFunc) (time.Time, error) {
+	return s.submit(ctx, queue, validate, &call{ctx: ctx, flags: flags, fn: fn, pipe: pipe, done: make(chan struct{})})
+}
+
+// writeFinal is writePiped for an operation whose piped statements decide
+// it whole in the database: what they refuse they write nothing for, and
+// nothing they find makes the store undo what they wrote (no row they read
+// back can be damaged). A transaction of such operations alone sends its
+// COMMIT with them, and so costs one round trip (see opTx.final).
+func (s *Store) writeFinal(ctx context.Context, queue string, flags lockFlags, validate func() error, fn func(o *opTx) error, pipe pipeFunc) (time.Time, error) {
+	return s.submit(ctx, queue, validate, &call{ctx: ctx, flags: flags, fn: fn, pipe: pipe, final: true, done: make(chan struct{})})
+}
+
+// submit runs c in the next transaction of its queue.
+func (s *Store) submit(ctx context.Context, queue string, validate func() error, c *call) (time.Time, error) {
 	if err := s.enter(ctx, queue, validate); err != nil {
 		return time.Time{}, err
 	}
 	defer s.mu.RUnlock()
-	c := &call{ctx: ctx, flags: flags, fn: fn, pipe: pipe, done: make(chan struct{})}
 	g := s.group(queue)
 	g.mu.Lock()
 	for g.gone {
@@ -353,6 +372,7 @@ type call struct {
 	flags lockFlags
 	fn    func(o *opTx) error
 	pipe  pipeFunc      // nil: fn only
+	final bool          // pipe's statements may commit before their results are read (writeFinal)
 	done  chan struct{} // closed once now and err are set, or lead
 	lead  bool          // the call leads the next transaction itself
 	now   time.Time
@@ -492,6 +512,8 @@ func (s *Store) runGroup(queue string, calls []*call, release func()) {
 	for piped < len(calls) && calls[piped].pipe != nil {
 		piped++
 	}
+	o.final = piped == len(calls) && !slices.ContainsFunc(calls, func(c *call) bool { return !c.final })
+	o.release = release
 	if piped > 0 {
 		reads := make([]func(pgx.BatchResults) error, piped)
 		o.pipe = func(b *pgx.Batch) {
@@ -529,8 +551,12 @@ func (s *Store) runGroup(queue string, calls []*call, release func()) {
 		if _, rerr := conn.Exec(rctx, "ROLLBACK"); rerr != nil {
 			conn.Conn().Close(rctx)
 		}
-		if len(calls) == 1 {
-			calls[0].answer(time.Time{}, err)
+		if len(calls) == 1 || o.final {
+			// A COMMIT that went with the statements may have run: the
+			// calls are not run again, and none is answered as refused.
+			for _, c := range calls {
+				c.answer(time.Time{}, err)
+			}
 			return
 		}
 		conn.Release()
@@ -539,7 +565,9 @@ func (s *Store) runGroup(queue string, calls []*call, release func()) {
 		}
 		return
 	}
-	err = s.commit(ctx, conn, release)
+	if !o.final {
+		err = s.commit(ctx, conn, release)
+	}
 	if err != nil {
 		for i, c := range calls {
 			// A refused call changed nothing, whatever became of the others.
@@ -630,7 +658,11 @@ func (o *opTx) lock(flags lockFlags) error {
 	if o.begin {
 		b.Queue("BEGIN")
 	}
-	b.Queue(o.s.q.ensureQueue, o.queue)
+	if o.final {
+		b.Queue(o.s.q.ensureQueueFinal, o.queue)
+	} else {
+		b.Queue(o.s.q.ensureQueue, o.queue)
+	}
 	b.Queue(o.s.q.lock, o.queue)
 	var clientNow *int64 // the database's clock, read after the lock
 	if o.s.clock != nil {
@@ -650,6 +682,10 @@ func (o *opTx) lock(flags lockFlags) error {
 	}
 	if o.pipe != nil {
 		o.pipe(b)
+	}
+	if o.final {
+		b.Queue("COMMIT")
+		b.Queue(o.s.q.flush)
 	}
 	res := o.tx.SendBatch(o.ctx, b)
 	defer res.Close()
@@ -691,6 +727,19 @@ func (o *opTx) lock(flags lockFlags) error {
 	if o.piped != nil {
 		if err := o.piped(res); err != nil {
 			return err
+		}
+	}
+	if o.final {
+		tag, err := res.Exec()
+		o.release()
+		if err != nil {
+			return fmt.Errorf("leasehold/postgres: commit: %w", err)
+		}
+		if tag.String() != "COMMIT" {
+			return fmt.Errorf("leasehold/postgres: commit: the transaction was rolled back (%s)", tag)
+		}
+		if _, err := res.Exec(); err != nil {
+			return fmt.Errorf("leasehold/postgres: commit: waiting for the WAL flush: %w", err)
 		}
 	}
 	return res.Close()

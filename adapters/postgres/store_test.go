@@ -250,6 +250,35 @@ func TestDamagedRowsAreSetAside(t *testing.T) {
 		if _, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Minute, N: 1}); !errors.Is(err, core.ErrCorrupt) {
 			t.Errorf("Pop after the sequence was lost: %v, want ErrCorrupt", err)
 		}
+		// The refused Enqueue, sent with its COMMIT, wrote nothing: no
+		// task, and no new sequence row.
+		var tasks, queues int
+		schema := pgx.Identifier{s.Schema()}.Sanitize()
+		if err := s.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM `+schema+`.tasks), (SELECT count(*) FROM `+schema+`.queues)`).Scan(&tasks, &queues); err != nil {
+			t.Fatal(err)
+		}
+		if tasks != 1 || queues != 0 {
+			t.Errorf("after the refused Enqueue: %d tasks and %d sequence rows, want 1 and 0", tasks, queues)
+		}
+	})
+	t.Run("sequence reset", func(t *testing.T) {
+		s := newStore(t)
+		enqueue(t, s, "q", "a")
+		schema := pgx.Identifier{s.Schema()}.Sanitize()
+		if _, err := s.Pool().Exec(ctx, `UPDATE `+schema+`.queues SET seq = 0`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "q", EnqueueArgs: model.EnqueueArgs{ID: "b", MaxAttempts: 1}}); !errors.Is(err, core.ErrCorrupt) {
+			t.Errorf("Enqueue after the sequence was reset: %v, want ErrCorrupt", err)
+		}
+		var tasks int
+		var seq int64
+		if err := s.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM `+schema+`.tasks), (SELECT seq FROM `+schema+`.queues)`).Scan(&tasks, &seq); err != nil {
+			t.Fatal(err)
+		}
+		if tasks != 1 || seq != 0 {
+			t.Errorf("after the refused Enqueue: %d tasks, sequence at %d; want 1 and 0 (a version 1 issued again)", tasks, seq)
+		}
 	})
 }
 
