@@ -78,7 +78,7 @@ var Catalogue = []Mutant{
 	{"pop-halts-on-poison", "Pop refuses with ErrCorrupt when it meets a damaged Ready record instead of setting it aside and claiming the sound tasks after it, so one poison record stops its queue", Guard, storeAdapters},
 	{"pop-counts-set-aside-against-batch", "Pop counts the damaged records it sets aside against its batch size, so a batch that meets one claims fewer sound tasks than it could", Guard, storeAdapters},
 	{"decision-draws-version-before-reading-record", "a worker's decision advances the queue's sequence before it reads the task's record whole, so a decision refused on a damaged record leaves the sequence moved (a write on an error path: Redis keeps a script's writes before its error)", Guard, storeAdapters},
-	{"unique-key-kept-after-failure", "a unique key held while its task is pending is released when the task succeeds, but a task that failed (by its worker, a broker or a Cancel) keeps it, so every later enqueue of the key is refused as a duplicate", Guard, []string{"memory"}},
+	{"unique-key-kept-after-failure", "a unique key held while its task is pending is released when the task succeeds, but a task that failed (by its worker, a broker or a Cancel) keeps it, so every later enqueue of the key is refused as a duplicate", Guard, []string{"memory", "sqlite"}},
 	{"broker-stale-falls-back-to-requeue", "a broker whose decision is refused as stale requeues the task as an operator would, unconditionally, so it is not stuck (the seed's bug one layer up)", RedisSeed, []string{Core}},
 	{"reaper-stops-after-first-batch", "a broker's pass claims and decides one batch of expired tasks and leaves the rest to a later pass", Runtime, []string{Core}},
 	{"broker-retry-time-from-own-clock", "a broker adds the policy's delay to its own clock's reading and passes the store the difference from the store's reading, so its skew shifts the requeue", Runtime, []string{Core}},
@@ -97,11 +97,13 @@ var Catalogue = []Mutant{
 var Adapters = []string{"memory", "redis", "sqlite", "postgres", Core}
 
 // Escapes names the mutants the harness does not yet catch within the
-// catalogue test's budget (three runs of five seconds), with why. They stay
+// catalogue test's budget (three runs of five seconds), with why: a name
+// for every patch of the mutant, <name>.<target> for one patch. They stay
 // in the catalogue and `make mutants` runs them with its full budget and
 // prints their catch rate; TestMutantsAreCaught leaves them out of its
 // sample so that `make test` fails only for a mutant that should be caught.
 var Escapes = map[string]string{
-	"pop-without-skip-locked":          "caught in 20 of 20 runs of 20 s, but its median time to detect (3.7 s, worst 14.5 s) is too close to the catalogue test's runs of 5 s",
-	"token-checked-after-plain-select": "its race needs two writes of other stores (a requeue, then a claim of the task) to commit between the SELECT and the decision's transaction, which the plans rarely draw even with the stalls of backends.Postgres (3 of 20 runs of 20 s)",
+	"unique-key-kept-after-failure.sqlite": "caught in 20 of 20 runs of 20 s (median 2.8 s, worst 19.6 s), but in 12 of 20 runs of 5 s on the loaded 2-core machine: the SQLite harness runs fewer histories a second than memory's, and the bug shows only once a keyed task failed and its key is asked for again",
+	"pop-without-skip-locked":              "caught in 20 of 20 runs of 20 s, but its median time to detect (3.7 s, worst 14.5 s) is too close to the catalogue test's runs of 5 s",
+	"token-checked-after-plain-select":     "its race needs two writes of other stores (a requeue, then a claim of the task) to commit between the SELECT and the decision's transaction, which the plans rarely draw even with the stalls of backends.Postgres (3 of 20 runs of 20 s)",
 }
