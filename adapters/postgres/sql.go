@@ -140,8 +140,9 @@ ON CONFLICT (name) DO NOTHING`),
 		// flushed (and replicated, as the setting asks).
 		flush: `SELECT pg_logical_emit_message(true, 'leasehold', '')`,
 		// Whether every WAL record written so far is flushed (a read that
-		// saw a commit not yet flushed waits for it with flush).
-		flushed: `SELECT pg_current_wal_flush_lsn() >= pg_current_wal_insert_lsn()`,
+		// saw a commit not yet flushed waits for it with flush). A standby
+		// replays only WAL its primary flushed, and has no such position.
+		flushed: `SELECT CASE WHEN pg_is_in_recovery() THEN true ELSE pg_current_wal_flush_lsn() >= pg_current_wal_insert_lsn() END`,
 		// A queue's row is made before its first task; seq is 0 until one
 		// is added.
 		queues: f(`SELECT name FROM {s}.queues WHERE seq > 0 ORDER BY name`),
