@@ -199,6 +199,7 @@ func (s *Store) commitBatch(c *wconn, jobs []*job) (again []*job) {
 		return nil
 	}
 	rollback := func() { c.exec(sqlRollback) } // if it fails, the transaction is gone already
+	defer s.noteDataVersion(c)                 // once the transaction has ended, whichever way
 	if err := s.checkDataVersion(c); err != nil {
 		rollback()
 		for _, j := range runnable {

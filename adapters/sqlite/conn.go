@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"modernc.org/sqlite"
 )
 
 // wconn is the writer connection: the driver's own connection, outside
@@ -19,6 +21,7 @@ import (
 type wconn struct {
 	conn  driver.Conn
 	dc    driver.ConnPrepareContext
+	fc    sqlite.FileControl // for the pager's data version (seq.go)
 	stmts map[string]wstmt
 }
 
@@ -54,7 +57,11 @@ func newWconn(dc driver.Conn) (*wconn, error) {
 	if !ok {
 		return nil, fmt.Errorf("leasehold/sqlite: driver connection %T cannot prepare with a context", dc)
 	}
-	return &wconn{conn: dc, dc: p, stmts: map[string]wstmt{}}, nil
+	fc, ok := dc.(sqlite.FileControl)
+	if !ok {
+		return nil, fmt.Errorf("leasehold/sqlite: driver connection %T has no file control", dc)
+	}
+	return &wconn{conn: dc, dc: p, fc: fc, stmts: map[string]wstmt{}}, nil
 }
 
 func (c *wconn) stmt(q string) (wstmt, error) {
@@ -69,6 +76,11 @@ func (c *wconn) stmt(q string) (wstmt, error) {
 	c.stmts[q] = ws
 	return ws, nil
 }
+
+// dataVersion is the pager's data version of the main database: it
+// changes with every commit of this connection and, when a transaction
+// begins, with the commits of any other connection since.
+func (c *wconn) dataVersion() (uint32, error) { return c.fc.FileControlDataVersion("main") }
 
 // close closes every prepared statement, then the connection.
 func (c *wconn) close() error {

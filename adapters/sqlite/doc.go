@@ -77,9 +77,9 @@
 //     any other writer reads (once) when it finds the row owned by someone
 //     else, and which a store that has seen another connection commit in
 //     the last second, Close, Remove and Prune (before a deletion) write
-//     back exact. PRAGMA data_version, read once per transaction, tells a
-//     store whether another connection has committed since its last
-//     transaction. The row outlives the queue's tasks, so no value is ever
+//     back exact. The pager's data version (SQLITE_FCNTL_DATA_VERSION),
+//     read as each transaction begins and ends, tells a store whether
+//     another connection has committed since its last transaction. The row outlives the queue's tasks, so no value is ever
 //     drawn twice, also after a crash. A Pop reads the flag in its own
 //     write transaction and claims nothing while it is 1 (Pause); Pausing a
 //     queue with no row yet makes the row, with the sequence at 0. Schema

@@ -27,7 +27,8 @@ import (
 // the row. A store that writes the row with its owner column naming itself
 // may then draw values without writing the row again: it keeps the
 // sequence in memory, exact as long as no other connection has committed
-// (PRAGMA data_version, read once per transaction, tells). Any other
+// (the pager's data version, read as each transaction begins and ends,
+// tells). Any other
 // writer that finds the row owned by someone else reads the largest version
 // of the queue's tasks once (a scan of the queue) and from then on writes
 // the row at every commit that draws, with owner 0: the row is exact again.
@@ -242,14 +243,13 @@ func (s *Store) shared() bool {
 
 // checkDataVersion notes, in a transaction just begun, whether another
 // connection has committed since the store's last transaction: what the
-// store remembers of the sequences is then to be read again.
+// store remembers of the sequences is then to be read again. It compares
+// the pager's data version, which counts this connection's commits too,
+// with its value when the store's last transaction ended (noteDataVersion):
+// the commits of others are counted when a transaction begins.
 func (s *Store) checkDataVersion(c *wconn) error {
-	var dv int64
-	r, err := c.queryFor(nil, sqlDataVersion)
+	dv, err := c.dataVersion()
 	if err != nil {
-		return err
-	}
-	if err := (row{rows: r}).Scan(&dv); err != nil {
 		return err
 	}
 	if s.haveDataVersion && dv == s.dataVersion {
@@ -258,11 +258,27 @@ func (s *Store) checkDataVersion(c *wconn) error {
 	if s.haveDataVersion {
 		s.foreignAt = time.Now()
 	}
-	s.dataVersion, s.haveDataVersion = dv, true
+	s.forgetSeqs()
+	return nil
+}
+
+// noteDataVersion keeps the pager's data version as a transaction of the
+// store ends (committed or rolled back). When it cannot be read, the next
+// transaction reads the rows again.
+func (s *Store) noteDataVersion(c *wconn) {
+	dv, err := c.dataVersion()
+	s.dataVersion, s.haveDataVersion = dv, err == nil
+	if err != nil {
+		s.forgetSeqs()
+	}
+}
+
+// forgetSeqs marks what the store remembers of the sequences as to be read
+// again.
+func (s *Store) forgetSeqs() {
 	for _, e := range s.seq {
 		e.verified = false
 	}
-	return nil
 }
 
 // releaseSeqs writes the exact sequence back to the rows this store owns,

@@ -81,9 +81,7 @@ ON CONFLICT (name) DO UPDATE SET seq = ?2, owner = ?3`
 	// ?1 queue, ?2 the last value drawn, ?3 the owner giving the row back.
 	sqlReleaseSeq = `UPDATE queues SET seq = max(seq, ?2), owner = 0
 WHERE name = ?1 AND owner = ?3 AND typeof(seq) = 'integer'`
-	// Whether another connection has committed (seq.go).
-	sqlDataVersion = `PRAGMA data_version`
-	sqlAnyTask     = `SELECT 1 FROM tasks WHERE queue = ?1 LIMIT 1`
+	sqlAnyTask = `SELECT 1 FROM tasks WHERE queue = ?1 LIMIT 1`
 	// Enqueue: insertTaskSQL, refusing an ID already taken.
 	sqlInsertNew = insertTaskSQL + ` ON CONFLICT (queue, id) DO NOTHING`
 	sqlProbe     = `SELECT state, claim_token, version FROM tasks WHERE queue = ?1 AND id = ?2`

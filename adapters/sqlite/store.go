@@ -39,7 +39,7 @@ type Store struct {
 	owner           int64                // this store's owner value
 	seq             map[string]*seqState // what is known of each queue's sequence
 	txSeqs          seqs                 // the running transaction's
-	dataVersion     int64                // PRAGMA data_version after the last transaction
+	dataVersion     uint32               // the pager's data version as the last transaction ended
 	haveDataVersion bool
 	foreignAt       time.Time     // when another connection's commit was last seen
 	lazyAfter       time.Duration // see the constant
