@@ -408,6 +408,14 @@ func TestGarbageInATaskIsSetAside(t *testing.T) {
 // damage: decisions on it are ErrCorrupt, Get shows it quarantined, the
 // scan that reaches it sets it aside and goes on with the sound tasks, and
 // the operator removes it with every index entry of its ID.
+// ghost leaves an entry of the ID "ghost" in the index named, without its
+// task, as a task key lost with its entries left does: its ID registered
+// (see akey in lua/lib.lua), in the index.
+func (f *fixture) ghost(index string) {
+	f.redis("ZADD", f.keys[index], 0, "ghost")
+	f.redis("SADD", redis.RegistryKey(f.s, f.q), "ghost")
+}
+
 func TestIndexDamageIsSetAside(t *testing.T) {
 	cases := []struct {
 		name    string
@@ -418,11 +426,11 @@ func TestIndexDamageIsSetAside(t *testing.T) {
 		sound   string   // a sound task the scan still processes
 		reason  string
 	}{
-		{"ReadyEntryWithoutItsTask", func(f *fixture) { f.redis("ZADD", f.keys["ready"], 0, "ghost") }, "ghost", nil, "Pop", "rdy", "without its task"},
-		{"ScheduledEntryWithoutItsTask", func(f *fixture) { f.redis("ZADD", f.keys["scheduled"], 0, "ghost") }, "ghost", nil, "Promote", "sch", "without its task"},
-		{"RunningEntryWithoutItsTask", func(f *fixture) { f.redis("ZADD", f.keys["running"], 0, "ghost") }, "ghost", nil, "ClaimExpired", "run", "without its task"},
-		{"FinishedEntryWithoutItsTask", func(f *fixture) { f.redis("ZADD", f.keys["finished"], 0, "ghost") }, "ghost", nil, "Prune", "ok", "without its task"},
-		{"IDIndexEntryWithoutItsTask", func(f *fixture) { f.redis("ZADD", f.keys["ids:ready"], 0, "ghost") }, "ghost", nil, "", "", ""},
+		{"ReadyEntryWithoutItsTask", func(f *fixture) { f.ghost("ready") }, "ghost", nil, "Pop", "rdy", "without its task"},
+		{"ScheduledEntryWithoutItsTask", func(f *fixture) { f.ghost("scheduled") }, "ghost", nil, "Promote", "sch", "without its task"},
+		{"RunningEntryWithoutItsTask", func(f *fixture) { f.ghost("running") }, "ghost", nil, "ClaimExpired", "run", "without its task"},
+		{"FinishedEntryWithoutItsTask", func(f *fixture) { f.ghost("finished") }, "ghost", nil, "Prune", "ok", "without its task"},
+		{"IDIndexEntryWithoutItsTask", func(f *fixture) { f.ghost("ids:ready") }, "ghost", nil, "", "", ""},
 		{"TaskKeyDeletedWithItsEntriesLeft", func(f *fixture) { f.redis("DEL", f.s.TaskKey(f.q, "rdy")) }, "rdy", nil, "Pop", "", "without its task"},
 		{"RunningTaskAtAnotherScore", func(f *fixture) { f.redis("ZADD", f.keys["running"], 1, "run") }, "run",
 			decisions("run"), "RecoverExpired", "", "at its score"},
@@ -519,6 +527,13 @@ func TestGarbageInAQueueWideRecordIsCorrupt(t *testing.T) {
 			f.redis("SET", f.keys["ids:quarantined"], "x")
 			f.redis("SET", f.s.TaskKey(f.q, "rdy"), "garbage")
 		}, "rdy", []string{"Pop", "Counts", "Remove"}},
+		// The registry is read by Enqueue and EnqueueBatch and written by
+		// them and by the deletions, each checking it before its first
+		// write or by that write.
+		{"RegistryIsAString", func(f *fixture) {
+			f.redis("DEL", redis.RegistryKey(f.s, f.q))
+			f.redis("SET", redis.RegistryKey(f.s, f.q), "x")
+		}, "rdy", []string{"Enqueue", "EnqueueBatch", "Remove"}},
 		{"SequenceIsNotANumber", func(f *fixture) { f.redis("SET", f.keys["seq"], "x") }, "rdy",
 			[]string{"Enqueue", "Promote", "Pop", "Extend", "Ack", "ClaimExpired", "Requeue", "RecoverExpired", "Prune", "Get", "Remove", "InspectRequeue", "Listready"}},
 		{"SequenceIsAHash", func(f *fixture) { f.redis("DEL", f.keys["seq"]); f.redis("HSET", f.keys["seq"], "a", "1") }, "run",
@@ -622,4 +637,78 @@ func TestForgedAndOutdatedTokensAreStaleClaims(t *testing.T) {
 		}
 		unchanged(t, "decisions with the "+name+" broker claim", before, dump(t, f.c, s))
 	}
+}
+
+// registry returns the members of the queue's registry, sorted.
+func (f *fixture) registry() []string {
+	f.t.Helper()
+	m, err := f.c.SMembers(f.ctx, redis.RegistryKey(f.s, f.q)).Result()
+	f.must(err)
+	slices.Sort(m)
+	return m
+}
+
+// A queue written before the registry (here: its registry deleted) is
+// judged by its indexes, as before, and the first Enqueue or EnqueueBatch
+// that adds a task builds the registry from them: an index entry without
+// its task keeps its ID taken throughout.
+func TestAQueueWithoutItsRegistryGetsOne(t *testing.T) {
+	complete := []string{"", "bad", "ghost", "new", "ok", "rdy", "run", "sch"}
+	for _, batch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
+			f := newFixture(t)
+			f.redis("DEL", redis.RegistryKey(f.s, f.q))
+			f.redis("ZADD", f.keys["ids:running"], 0, "ghost")
+			before := dump(t, f.c, f.s)
+			_, err := f.s.Enqueue(f.ctx, core.EnqueueParams{Queue: f.q, EnqueueArgs: model.EnqueueArgs{ID: "ghost", MaxAttempts: 1}})
+			if !errors.Is(err, core.ErrConflict) {
+				t.Fatalf("Enqueue of an ID with an index entry on a queue without a registry: %v, want ErrConflict", err)
+			}
+			unchanged(t, "the refused Enqueue", before, dump(t, f.c, f.s))
+			if batch {
+				r, err := f.s.EnqueueBatch(f.ctx, core.EnqueueBatchParams{Queue: f.q, Tasks: []model.EnqueueArgs{{ID: "ghost", MaxAttempts: 1}, {ID: "new", MaxAttempts: 1}}})
+				if err != nil || !errors.Is(r.Items[0].Err, core.ErrConflict) || r.Items[1].Err != nil {
+					t.Fatalf("EnqueueBatch: %+v, %v; want ErrConflict, then the new task", r.Items, err)
+				}
+			} else {
+				_, err := f.s.Enqueue(f.ctx, core.EnqueueParams{Queue: f.q, EnqueueArgs: model.EnqueueArgs{ID: "new", MaxAttempts: 1}})
+				f.must(err)
+			}
+			if got := f.registry(); !slices.Equal(got, complete) {
+				t.Errorf("registry %q, want %q", got, complete)
+			}
+			_, err = f.s.Enqueue(f.ctx, core.EnqueueParams{Queue: f.q, EnqueueArgs: model.EnqueueArgs{ID: "ghost", MaxAttempts: 1}})
+			if !errors.Is(err, core.ErrConflict) {
+				t.Errorf("Enqueue of the ghost's ID once the registry is built: %v, want ErrConflict", err)
+			}
+			// Removing the records takes their IDs out of the registry.
+			_, err = f.s.Remove(f.ctx, core.InspectParams{Queue: f.q, ID: "ghost"})
+			f.must(err)
+			_, err = f.s.Remove(f.ctx, core.InspectParams{Queue: f.q, ID: "rdy"})
+			f.must(err)
+			_, err = f.s.Prune(f.ctx, core.PruneParams{Queue: f.q, Before: f.clock.Now().Add(time.Hour), States: []core.State{core.Succeeded, core.Failed}})
+			f.must(err)
+			if got, want := f.registry(), []string{"", "new", "run", "sch"}; !slices.Equal(got, want) {
+				t.Errorf("registry after Remove and Prune %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// An index entry of an ID the registry does not hold was left by no write
+// of the store (every indexed ID is registered, and leaves the registry
+// only with its last entry): the ID is free, so Enqueue adds its task, and
+// the scan that meets the entry drops it as a stray one.
+func TestAnUnregisteredIndexEntryIsAStrayEntry(t *testing.T) {
+	f := newFixture(t)
+	f.redis("ZADD", f.keys["running"], 0, "ghost")
+	task, err := f.s.Enqueue(f.ctx, core.EnqueueParams{Queue: f.q, EnqueueArgs: model.EnqueueArgs{ID: "ghost", MaxAttempts: 1}})
+	f.must(err)
+	want := indexes(t, f.c, f.s, f.q, "ghost")
+	f.runScan("ClaimExpired")
+	got, err := f.s.Get(f.ctx, core.GetParams{Queue: f.q, ID: "ghost"})
+	if err != nil || !got.Equal(task.Task) {
+		t.Errorf("after ClaimExpired: %+v, %v; want %+v", got, err, task.Task)
+	}
+	wantIndexes(t, f.c, f.s, f.q, "ghost", slices.DeleteFunc(want, func(s string) bool { return strings.HasPrefix(s, "running@") })...)
 }

@@ -24,6 +24,7 @@
 //	P{q}:running         zset    Running IDs, score deadline (µs)
 //	P{q}:finished        zset    Succeeded and Failed IDs, score finished_at (µs)
 //	P{q}:ids:<state>     zset    the IDs of one state, all at score 0, for List
+//	P{q}:all             set     every ID the queue holds a record of, and "" (the registry, below)
 //	P{q}:req:<request>   string  a write's whole reply, for 30 s (see Retransmissions)
 //	P{q}:paused          string  "1" while the queue is paused (Pause); absent otherwise
 //	P{q}:unique          hash    unique key -> ID of its last taker (only with keyed tasks)
@@ -69,6 +70,20 @@
 //
 // Counts is the size of each state's ID index; the capacity (WithCapacity)
 // is checked against the Scheduled, Ready and Running ones.
+//
+// The registry, P{q}:all, holds every ID of the queue from its Enqueue
+// until Remove or Prune deletes its record: no transition writes it, and a
+// record set aside stays in it. Its member "" marks it complete. It is how
+// Enqueue knows, with one SMISMEMBER, that an ID is taken by an index
+// entry whose task is gone (see Damaged records) instead of a ZSCORE on
+// each of the nine indexes. A queue written by an earlier version has no
+// registry: there the scripts look for such an entry in the indexes, as
+// before, and the first Enqueue or EnqueueBatch that adds a task builds
+// the registry from them in the same call (one ZRANGE of each index, so
+// its cost grows with the queue). An earlier version's Remove and Prune do
+// not take IDs out of it, so upgrade every client of a store together: an
+// ID an earlier version deleted would read as taken (Get shows it
+// quarantined; Remove with no expected version clears it).
 //
 // # Scripts
 //
@@ -135,10 +150,13 @@
 // sequence, an index of another type) and a task whose version is beyond
 // the sequence (the sequence went back and would hand out versions
 // again). An index entry without its task (a task key deleted with its
-// entries left, say) is such a record too: its ID stays taken, so an
-// Enqueue of it, alone or as an EnqueueBatch item, is core.ErrConflict and
-// writes nothing, and Get shows it quarantined until a scan sets it aside
-// or the operator removes it. Neither Enqueue nor an EnqueueBatch item reads
+// entries left, say) is such a record too: its ID stays taken (it is in
+// the registry), so an Enqueue of it, alone or as an EnqueueBatch item, is
+// core.ErrConflict and writes nothing, and Get shows it quarantined until
+// a scan sets it aside or the operator removes it. An index entry of an
+// ID the registry does not hold, which no write of the store leaves, is a
+// stray entry: the ID is free, and the scan that meets the entry drops it
+// (or, when the entry's task is gone, sets it aside and registers it). Neither Enqueue nor an EnqueueBatch item reads
 // the record that takes its ID, so its damage never refuses the batch.
 // In an AckBatch (with or without its pop), an item that names a damaged
 // record is answered core.ErrCorrupt, whatever its token (the record cannot

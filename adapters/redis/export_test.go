@@ -93,3 +93,7 @@ func EnqueueGroups(s *Store) int {
 	s.enqueues.Range(func(any, any) bool { n++; return true })
 	return n
 }
+
+// RegistryKey is the key of a queue's registry, the set of every ID it
+// holds a record of (see akey in lua/lib.lua).
+func RegistryKey(s *Store, queue string) string { return s.prefix + "{" + queue + "}:all" }

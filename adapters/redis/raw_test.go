@@ -57,6 +57,10 @@ func dump(tb testing.TB, c goredis.UniversalClient, s *redis.Store) rawState {
 			}
 			sort.Strings(fields)
 			v = strings.Join(fields, " ")
+		case "set":
+			m := c.SMembers(ctx, k).Val()
+			sort.Strings(m)
+			v = fmt.Sprintf("%q", m)
 		case "zset":
 			var parts []string
 			for _, z := range c.ZRangeWithScores(ctx, k, 0, -1).Val() {

@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -15,14 +16,15 @@ import (
 	"github.com/leasehold/leasehold/model"
 )
 
-// A server without ZMSCORE (before Redis 6.2; here a user the ACL denies
-// it) gets the batches' index checks one ZSCORE at a time: Pop of several
-// tasks and AckBatch still work, and a task missing from its ID index is
-// still found: Pop sets it aside.
+// A server without ZMSCORE and SMISMEMBER (before Redis 6.2; here a user
+// the ACL denies them) gets the batches' index checks one ZSCORE at a time
+// and the registry's one SISMEMBER at a time: Pop of several tasks and
+// AckBatch still work, a task missing from its ID index is still found
+// (Pop sets it aside), and its ID stays taken.
 func TestBatchChecksWithoutZMSCORE(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Start(t)
-	if err := srv.Client().Do(ctx, "ACL", "SETUSER", "worker", "on", ">pw", "~*", "+@all", "-zmscore").Err(); err != nil {
+	if err := srv.Client().Do(ctx, "ACL", "SETUSER", "worker", "on", ">pw", "~*", "+@all", "-zmscore", "-smismember").Err(); err != nil {
 		t.Fatal(err)
 	}
 	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, Username: "worker", Password: "pw"})
@@ -72,5 +74,21 @@ func TestBatchChecksWithoutZMSCORE(t *testing.T) {
 	got, err := s.Get(ctx, core.GetParams{Queue: "q", ID: "t4"})
 	if err != nil || got.State != core.Quarantined || !strings.Contains(got.Quarantine, keys["ids:ready"]) {
 		t.Errorf("Get(t4): %+v, %v; want it quarantined as missing from %s", got, err, keys["ids:ready"])
+	}
+	// With its key gone too, t4's ID is taken by the registry alone.
+	if err := c.Del(ctx, s.TaskKey("q", "t4")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"t4", "t1"} {
+		_, err = s.Enqueue(ctx, core.EnqueueParams{Queue: "q", EnqueueArgs: model.EnqueueArgs{ID: id, MaxAttempts: 1}})
+		if !errors.Is(err, core.ErrConflict) {
+			t.Errorf("Enqueue(%s): %v, want ErrConflict", id, err)
+		}
+	}
+	if _, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "q", EnqueueArgs: model.EnqueueArgs{ID: "t9", MaxAttempts: 1}}); err != nil {
+		t.Errorf("Enqueue(t9): %v", err)
+	}
+	if err := c.SMIsMember(ctx, "k", "m").Err(); err == nil {
+		t.Error("the ACL lets the user run SMISMEMBER")
 	}
 }

@@ -52,8 +52,11 @@ return run(function()
     if holder then refuse(DUPLICATE, holder, key) end
   end
   -- So does an index entry without its task (Get shows it quarantined):
-  -- checked before any write.
-  if listed(id) then refuse(EXISTS) end
+  -- the registry holds its ID. Checked before any write.
+  local taken, complete = known(id)
+  if taken then refuse(EXISTS) end
+  local backlog
+  if not complete then backlog = registry_backlog() end
   if capacity > 0 then
     local pending = 0
     for _, i in ipairs({6, 7, 8}) do pending = pending + rcall(KEYS[i], 'ZCARD', KEYS[i]) end
@@ -70,6 +73,7 @@ return run(function()
   queue_at(t, now, run_after)
 
   create(t)
+  register({id}, backlog)
   if key ~= '' then redis.call('HSET', ukey(), key, id) end
   redis.call('SET', KEYS[1], fmt(t.version))
   return answer(now, t)

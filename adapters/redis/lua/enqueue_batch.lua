@@ -32,7 +32,7 @@ return run(function()
   local m = recall_reply()
   if m then return m end
   -- Every check before the first write: which IDs are taken.
-  local stored = taken_ids(3, 8, n)
+  local stored, backlog = taken_ids(3, 8, n)
   local pending = 0
   if capacity > 0 then
     for _, i in ipairs({6, 7, 8}) do pending = pending + rcall(KEYS[i], 'ZCARD', KEYS[i]) end
@@ -98,6 +98,11 @@ return run(function()
   reserve(seq, #added)
 
   store_all(added)
+  if #added > 0 then
+    local ids = {}
+    for _, t in ipairs(added) do ids[#ids + 1] = t.id end
+    register(ids, backlog)
+  end
   if #keyed > 0 then bulk('HSET', ukey(), keyed, 2) end
   local out = emit_items({OK, fmt(now)}, items, n)
   if #added > 0 then

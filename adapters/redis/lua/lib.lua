@@ -472,6 +472,17 @@ local function qkey() return string.sub(KEYS[1], 1, -4) .. 'ids:quarantined' end
 -- key reads or writes it.
 local function ukey() return string.sub(KEYS[1], 1, -4) .. 'unique' end
 
+-- akey is the registry: a set of every ID the queue holds a record of (a
+-- task, or a record set aside), with the member '' that marks it complete.
+-- Enqueue and EnqueueBatch add an ID with its task, Remove and Prune take
+-- it out when they delete the record, and no transition touches it, so
+-- one SMISMEMBER tells Enqueue whether an ID is taken, an index entry left
+-- without its task included (the ID stays registered). A queue written
+-- before the registry has none (or one without ''): there the scripts read
+-- the indexes for an ID, as before, and the next Enqueue builds it. It
+-- shares the queue's slot and is reached as the task keys are.
+local function akey() return string.sub(KEYS[1], 1, -4) .. 'all' end
+
 -- holds reports whether a hold of a unique key lasts at now (Task.HoldsKey):
 -- until unique_until when the task has a period, else while it is pending.
 local function holds(state, unique_until, now)
@@ -608,12 +619,17 @@ end
 local function writable_all()
   writable(2, 3, 4, 5, 6, 7, 8, 9, 10)
   zset_ok(qkey())
+  local ak = akey()
+  local ty = redis.call('TYPE', ak).ok
+  if ty ~= 'set' and ty ~= 'none' then refuse(CORRUPT, ak, 'holds a ' .. ty .. ', not a set') end
 end
 
--- drop removes id from every index, the quarantine index included.
+-- drop removes id from every index, the quarantine index included, and
+-- from the registry.
 local function drop(id)
   for i = 2, 10 do redis.call('ZREM', KEYS[i], id) end
   redis.call('ZREM', qkey(), id)
+  redis.call('SREM', akey(), id)
 end
 
 -- set_aside quarantines the damaged records of aside (see sift). It checks
@@ -634,6 +650,7 @@ local function set_aside(aside)
         redis.call('SET', d.key, quarantine_record(d.reason, d.was))
       end
       redis.call('ZADD', q, '0', d.id)
+      redis.call('SADD', akey(), d.id)
     end
   end
 end
@@ -648,12 +665,81 @@ local function listed(id)
   return false
 end
 
+-- registered returns, when the queue's registry is complete (see akey), a
+-- map from each of ids to whether it is registered, else nil: one
+-- SMISMEMBER (Redis 6.2), or one SISMEMBER each on a server without it. A
+-- registry of another type refuses with CORRUPT.
+local function registered(ids)
+  local k, out = akey(), {}
+  for i = 1, #ids, 1000 do
+    local j = math.min(i + 999, #ids)
+    local r = redis.pcall('SMISMEMBER', k, '', unpack(ids, i, j))
+    if type(r) == 'table' and r.err then
+      if string.find(r.err, 'WRONGTYPE', 1, true) then refuse(CORRUPT, k, r.err) end
+      r = {rcall(k, 'SISMEMBER', k, '')}
+      for x = i, j do r[#r + 1] = rcall(k, 'SISMEMBER', k, ids[x]) end
+    end
+    if r[1] ~= 1 then return nil end
+    for x = 2, #r do out[ids[i + x - 2]] = r[x] == 1 end
+  end
+  return out
+end
+
+-- known reports whether the queue holds a record of id whose key holds
+-- nothing (an index entry without its task, a damaged record that keeps
+-- the ID taken): the registry says so when it is complete, else an index
+-- lists it. Its second result says whether the registry was complete.
+local function known(id)
+  local k = akey()
+  local r = redis.pcall('SMISMEMBER', k, '', id)
+  if type(r) == 'table' and not r.err then
+    if r[1] == 1 then return r[2] == 1, true end
+    return listed(id), false
+  end
+  r = registered({id})
+  if r then return r[id], true end
+  return listed(id), false
+end
+
+-- registry_backlog returns what a queue without a complete registry adds
+-- to build it: '' and every ID its indexes list, the quarantine index
+-- included (read before the call's first write; see register).
+local function registry_backlog()
+  local out, q = {''}, qkey()
+  for _, k in ipairs({KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], q}) do
+    for _, id in ipairs(rcall(k, 'ZRANGE', k, '0', '-1')) do out[#out + 1] = id end
+  end
+  return out
+end
+
+-- register adds ids, and the backlog a queue without a complete registry
+-- read (nil when complete), to the registry, after the call's other
+-- writes: its type was read (registered), so the SADD cannot fail.
+local function register(ids, backlog)
+  if not backlog and #ids == 1 then
+    redis.call('SADD', akey(), ids[1])
+    return
+  end
+  local l = backlog or {}
+  for _, id in ipairs(ids) do l[#l + 1] = id end
+  bulk('SADD', akey(), l, 1)
+end
+
+-- unregister_first takes ids out of the registry as the call's first
+-- write: a key of another type fails the SREM with nothing written, and
+-- refuses.
+local function unregister_first(ids)
+  bulk('SREM', akey(), ids, 1, true)
+end
+
 -- taken_ids returns, for the IDs the n items of a batch name (the ID of
 -- item i, from 0, is ARGV[first + stride * i]), whether each is taken as
 -- Enqueue judges it: its key holds anything (a damaged record included),
--- or an index lists it without its task. It reads no record: one MGET,
--- then for the IDs with no string value one EXISTS and one ZMSCORE per
--- index.
+-- or the registry holds it without its task (see known). It reads no
+-- record: one MGET, then for the IDs with no string value one EXISTS and
+-- one SMISMEMBER; on a queue without a complete registry one ZMSCORE per
+-- index instead, and its second result is the registry's backlog (see
+-- register).
 local function taken_ids(first, stride, n)
   local by, ids, keys = {}, {}, {}
   for i = 0, n - 1 do
@@ -684,13 +770,20 @@ local function taken_ids(first, stride, n)
       end
     end
   end
+  local reg = registered(free)
+  if reg then
+    for _, id in ipairs(free) do
+      if reg[id] then by[id] = true end
+    end
+    return by
+  end
   for k = 2, 10 do
     local r = scores(k, free)
     for x = 1, #free do
       if r[x] then by[free[x]] = true end
     end
   end
-  return by
+  return by, registry_backlog()
 end
 
 -- examine reads the record of the task at key for an operator (Get,
@@ -701,7 +794,7 @@ end
 local function examine(key, id, seq)
   local v = redis.pcall('GET', key)
   if not v then
-    if listed(id) then return nil, 'index entry without its task' end
+    if known(id) then return nil, 'index entry without its task' end
     return nil, nil
   end
   local t, why = judge(id, nil, nil, seq)
@@ -1036,7 +1129,7 @@ local function ack_tasks(first, n, seq)
     if by[id] == nil then
       by[id] = false
       local key = KEYS[11] .. id
-      if redis.call('EXISTS', key) == 1 or listed(id) then
+      if redis.call('EXISTS', key) == 1 or known(id) then
         local t, why = judge(id, nil, nil, seq)
         if t then by[id] = t else damaged[id] = why end
       end

@@ -73,6 +73,13 @@ return run(function()
     if t.state and releases(t) then released[#released + 1] = t.unique_key end
   end
   set_aside(aside)
+  -- After set_aside, which checked the registry's type when it wrote
+  -- anything; else this is the first write and checks it itself.
+  if #doomed > 0 then
+    local ids = {}
+    for _, t in ipairs(doomed) do ids[#ids + 1] = t.id end
+    unregister_first(ids)
+  end
   if #released > 0 then bulk('HDEL', ukey(), released, 1) end
   local out = {OK, fmt(now)}
   for _, t in ipairs(doomed) do

@@ -33,6 +33,7 @@ return run(function()
 
   if t and t.state ~= 'quarantined' then
     local release = releases(t)
+    unregister_first({id})
     unindex(t)
     if release then redis.call('HDEL', ukey(), t.unique_key) end
   else
