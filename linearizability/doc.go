@@ -103,6 +103,21 @@
 // stalls, such a recovery in the memory adapter passed 5000 histories on each
 // of five seeds; with them it was caught on all five within 1300.
 //
+// Some races need several clients to act on one claim at once, which
+// independent draws seldom line up, so one plan in ContestOdds stages a
+// contest on a queue of its own (ContestQueue, with clients of its own
+// beyond PlanOptions.MaxClients): a producer enqueues two to four tasks,
+// two to four workers pop them at once with leases of 1ms, a broker claims
+// the lapsed ones, and then decides them one after another (mostly a
+// Requeue that makes the task Ready at once) while every worker decides the
+// claim it still holds and pops twice more, sometimes with an operator
+// requeueing or cancelling one of the tasks. A stale worker's decision then
+// races the broker's and the new claim of the same task, and poppers race
+// on one queue: a decision that checks the token in one statement and
+// writes by ID in another, or a Pop that reads the Ready tasks and claims
+// them in separate statements, is caught in most PostgreSQL runs within a
+// second or two (the fuzz/mutants README has the figures).
+//
 // # The contract's edges
 //
 // Small plans miss three edges of the store contract, so the plans reach

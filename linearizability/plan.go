@@ -600,6 +600,7 @@ func Plans(o PlanOptions) *rapid.Generator[*Plan] {
 			c.Rounds[r] = append(drawBulk(t, p), c.Rounds[r]...)
 		}
 		drawDamage(t, p)
+		drawContest(t, p)
 		return p
 	})
 }

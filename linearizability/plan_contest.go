@@ -1,0 +1,90 @@
+package linearizability
+
+import (
+	"pgregory.net/rapid"
+)
+
+// ContestOdds: one plan in ContestOdds stages a contest (drawContest) on a
+// queue of its own, ContestQueue.
+const ContestOdds = 3
+
+// ContestQueue is the queue of a plan's contest: no other client of the
+// plan uses it, so the contest's claims are on the tasks it enqueued.
+const ContestQueue = "qc"
+
+// drawContest stages, in one plan in ContestOdds, the races that need
+// several clients to act on one claim, or on one queue, at the same
+// moment, which the plan's independent draws rarely line up:
+//
+//   - round s: a producer enqueues two to four tasks on ContestQueue;
+//   - round s+1: two to four workers pop it at once, one task each with a
+//     lease of 1ms (poppers racing on one queue: a Pop that reads the
+//     Ready tasks and claims them in separate steps hands one task to two
+//     of them);
+//   - round s+2: a broker lets the leases lapse and claims every expired
+//     task of the queue;
+//   - round s+3: the broker decides its claims one after another (mostly
+//     Requeue without a delay, so the task is Ready at once; now and then
+//     Finalize), and meanwhile every worker decides the claim it still
+//     holds (Ack, Fail, Retry or Extend: a stale worker racing the broker)
+//     and pops twice more, so a requeued task is claimed again while the
+//     worker's decision may still be under way; in one contest in three an
+//     operator requeues or cancels one of the tasks too.
+//
+// A decision that reads the claim in one step and writes in another
+// (checked outside its transaction, then applied by ID) then sees its
+// claim still current and writes over the new one. The contest's clients
+// come after the plan's (beyond PlanOptions.MaxClients), with no fault;
+// the plan gets rounds if it has fewer than the contest needs.
+func drawContest(t *rapid.T, p *Plan) {
+	if rapid.IntRange(0, ContestOdds-1).Draw(t, "contest") != ContestOdds/2 {
+		return // rapid favours the ends of a range: the contest is a middle value
+	}
+	q := len(p.Queues)
+	p.Queues = append(p.Queues, ContestQueue)
+	start := rapid.IntRange(0, len(p.Gaps)-1).Draw(t, "contest round")
+	for len(p.Gaps) < start+4 {
+		p.Gaps = append(p.Gaps, 0)
+		for i := range p.Clients {
+			p.Clients[i].Rounds = append(p.Clients[i].Rounds, nil)
+		}
+	}
+	add := func(role Role) int {
+		p.Clients = append(p.Clients, ClientPlan{Role: role, Rounds: make([][]Step, len(p.Gaps))})
+		return len(p.Clients) - 1
+	}
+	at := func(c, r int, steps ...Step) {
+		p.Clients[c].Rounds[start+r] = append(p.Clients[c].Rounds[start+r], steps...)
+	}
+
+	tasks := rapid.IntRange(2, min(4, len(p.Tasks))).Draw(t, "contest tasks")
+	producer := add(Producer) // its j-th Enqueue takes Tasks[(producer+j) % len]
+	for range tasks {
+		at(producer, 0, Step{Kind: Enqueue, Queue: q, Attempts: 3})
+	}
+	broker := add(Broker)
+	workers := make([]int, rapid.IntRange(2, 4).Draw(t, "contest workers"))
+	for w := range workers {
+		workers[w] = add(Worker)
+		at(workers[w], 1, Step{Kind: Pop, Queue: q, N: 1, Lease: msDur(1)})
+	}
+	at(broker, 2, Step{Kind: Pause, Delay: msDur(1)}, Step{Kind: ClaimExpired, Queue: q, Lease: msDur(3)})
+	for range tasks {
+		kind := Requeue
+		if rapid.IntRange(0, 3).Draw(t, "contest finalize") == 3 {
+			kind = Finalize
+		}
+		at(broker, 3, Step{Kind: kind, Queue: q})
+	}
+	for _, w := range workers {
+		decision := []Kind{Ack, Retry, Fail, Extend}[rapid.IntRange(0, 3).Draw(t, "contest decision")]
+		pop := Step{Kind: Pop, Queue: q, N: 1, Lease: msDur(3)}
+		at(w, 3, Step{Kind: decision, Queue: q, Lease: msDur(2)}, pop, pop)
+	}
+	if rapid.IntRange(0, 2).Draw(t, "contest operator") == 2 {
+		op := add(Inspector)
+		kind := []Kind{InspectRequeue, CancelTask}[rapid.IntRange(0, 1).Draw(t, "contest operator op")]
+		j := rapid.IntRange(0, tasks-1).Draw(t, "contest operator task")
+		at(op, 3, Step{Kind: kind, Queue: q, Task: (producer + j) % len(p.Tasks)})
+	}
+}
