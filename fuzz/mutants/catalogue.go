@@ -102,8 +102,10 @@ var Adapters = []string{"memory", "redis", "sqlite", "postgres", Core}
 // in the catalogue and `make mutants` runs them with its full budget and
 // prints their catch rate; TestMutantsAreCaught leaves them out of its
 // sample so that `make test` fails only for a mutant that should be caught.
+//
+// The two PostgreSQL mutants that escaped (pop-without-skip-locked,
+// token-checked-after-plain-select) are caught within a second or two since
+// the plans stage contests (see the linearizability package doc).
 var Escapes = map[string]string{
 	"unique-key-kept-after-failure.sqlite": "caught in 20 of 20 runs of 20 s (median 2.8 s, worst 19.6 s), but in 12 of 20 runs of 5 s on the loaded 2-core machine: the SQLite harness runs fewer histories a second than memory's, and the bug shows only once a keyed task failed and its key is asked for again",
-	"pop-without-skip-locked":              "caught in 20 of 20 runs of 20 s, but its median time to detect (3.7 s, worst 14.5 s) is too close to the catalogue test's runs of 5 s",
-	"token-checked-after-plain-select":     "its race needs two writes of other stores (a requeue, then a claim of the task) to commit between the SELECT and the decision's transaction, which the plans rarely draw even with the stalls of backends.Postgres (3 of 20 runs of 20 s)",
 }
