@@ -126,10 +126,14 @@
 // and than the page of 256 the Redis adapter's Prune reads) and, in the
 // same round, takes them to the state a later op walks: Promote, Pop of
 // all of them in one batch, ClaimExpired, RecoverExpired, Prune or List
-// over several pages. One plan in four gives the stores clock readings with
-// a fraction of a microsecond (Plan.SubMicro); the recorder keeps the
-// whole-microsecond reading, and the model accepts an answer only if every
-// time in it is whole microseconds, as core.Store keeps them. In three
+// over several pages. Three such fills in four are one EnqueueBatch of
+// every task where the store is a core.BatchStore (Step.Batched), the
+// others one Enqueue per task: hundreds of calls in a row are most of a
+// history's time on a store over the network. One plan in four gives the
+// stores clock readings with a fraction of a microsecond (Plan.SubMicro);
+// the recorder keeps the whole-microsecond reading, and the model accepts
+// an answer only if every time in it is whole microseconds, as core.Store
+// keeps them. In three
 // plans in four the clients scribble (Plan.Scribble): once a client has
 // used an answer it writes over the payloads, results, error histories and
 // the Tasks, IDs and Claims slices the store returned, and over the byte

@@ -221,6 +221,9 @@ type Step struct {
 	// Prune and List; for an Enqueue above 1, the number of tasks it adds
 	// in bulk (one call each, IDs apart from Tasks; see BulkSizes).
 	N int `json:"n,omitempty"`
+	// Batched makes an Enqueue of N above 1 one EnqueueBatch call of all N
+	// tasks on a store that is a core.BatchStore (one call each on another).
+	Batched bool `json:"batched,omitempty"`
 	// Pick chooses the claim a decision (Extend, Ack, Fail, Retry; Requeue,
 	// Finalize) uses: 0 the newest claim the client holds and has not
 	// decided yet, 1 the one before; 2 the last claim it already decided
@@ -395,6 +398,9 @@ func (p *Plan) describeStep(s Step) string {
 	case Enqueue:
 		if s.N > 1 {
 			id = fmt.Sprintf("%d in bulk", s.N)
+			if s.Batched {
+				id += ", one batch"
+			}
 		}
 		d = fmt.Sprintf("%s/%s p%d a%d +%s", q, id, s.Priority, s.Attempts, ms(s.Delay))
 		if s.Timeout > 0 {

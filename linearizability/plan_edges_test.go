@@ -19,7 +19,7 @@ import (
 func TestPlansReachTheContractsEdges(t *testing.T) {
 	gen := linearizability.Plans(linearizability.PlanOptions{Mode: linearizability.MixedTime})
 	walks := map[linearizability.Kind]bool{}
-	var subMicro, scribble, bulk, big int
+	var subMicro, scribble, bulk, big, batched int
 	const plans = 600
 	for seed := range plans {
 		p := gen.Example(seed)
@@ -34,6 +34,7 @@ func TestPlansReachTheContractsEdges(t *testing.T) {
 					}
 					found = true
 					big += b2i(s.N > 256)
+					batched += b2i(s.Batched)
 					for _, after := range steps[i+1:] {
 						walks[after.Kind] = true
 					}
@@ -42,8 +43,8 @@ func TestPlansReachTheContractsEdges(t *testing.T) {
 		}
 		bulk += b2i(found)
 	}
-	t.Logf("of %d plans: %d with a bulk enqueue (%d of more than 256 tasks), %d with sub-microsecond readings, %d scribbling", plans, bulk, big, subMicro, scribble)
-	if bulk < plans/12 || big < bulk/4 || subMicro < plans/8 || scribble < plans/2 {
+	t.Logf("of %d plans: %d with a bulk enqueue (%d of more than 256 tasks, %d in one batch), %d with sub-microsecond readings, %d scribbling", plans, bulk, big, batched, subMicro, scribble)
+	if bulk < plans/12 || big < bulk/4 || batched < bulk/2 || batched == bulk || subMicro < plans/8 || scribble < plans/2 {
 		t.Errorf("the edges are drawn too rarely")
 	}
 	for _, k := range []linearizability.Kind{linearizability.Pop, linearizability.Promote, linearizability.ClaimExpired,
@@ -182,5 +183,50 @@ func TestHarnessCatchesEdgeBugs(t *testing.T) {
 			f := rep.Failures[0]
 			t.Logf("caught after %d histories (seed %d, %d operations, %v)", f.After+1, f.Seed, len(f.History.Operations), f.Result)
 		})
+	}
+}
+
+// TestBatchedBulkIsOneEnqueueBatch runs bulk plans on a memory store with
+// its batch calls: a Batched fill is one recorded EnqueueBatch of all its
+// tasks, and the history is linearizable.
+func TestBatchedBulkIsOneEnqueueBatch(t *testing.T) {
+	gen := linearizability.Plans(linearizability.PlanOptions{Mode: linearizability.FakeTime})
+	batches := 0
+	for seed := 0; seed < 400 && batches < 5; seed++ {
+		p := gen.Example(seed)
+		want := map[int]bool{}
+		for _, c := range p.Clients {
+			for _, steps := range c.Rounds {
+				for _, s := range steps {
+					if s.Kind == linearizability.Enqueue && s.N > 1 && s.Batched {
+						want[s.N] = true
+					}
+				}
+			}
+		}
+		if len(want) == 0 {
+			continue
+		}
+		h, err := linearizability.Execute(context.Background(), p, func(clock core.Clock, capacity int) (*linearizability.Backend, error) {
+			return linearizability.SharedBatch(memory.New(memory.WithClock(clock), memory.WithCapacity(capacity))), nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := linearizability.Check(h, 10*time.Second); !v.OK() {
+			t.Fatalf("seed %d: %v", seed, v.Result)
+		}
+		for _, op := range h.Operations {
+			if op.Input.Op == model.OpEnqueueBatch && want[len(op.Input.Batch)] {
+				batches++
+				delete(want, len(op.Input.Batch))
+			}
+		}
+		if len(want) > 0 {
+			t.Errorf("seed %d: no EnqueueBatch of %v tasks in the history", seed, want)
+		}
+	}
+	if batches < 5 {
+		t.Errorf("%d batched fills in 400 plans", batches)
 	}
 }

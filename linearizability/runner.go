@@ -536,6 +536,11 @@ type ackBatcher interface {
 	AckBatch(ctx context.Context, p core.AckBatchParams) (core.BatchResult, error)
 }
 
+// enqueueBatcher is the EnqueueBatch of a core.BatchStore.
+type enqueueBatcher interface {
+	EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (core.BatchResult, error)
+}
+
 // batchFaultStore is a faultStore over a core.BatchStore: its AckBatch
 // calls take the injected fault too.
 type batchFaultStore struct{ *faultStore }
