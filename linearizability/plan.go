@@ -504,6 +504,11 @@ type PlanOptions struct {
 	// moments, which is how a store that sends concurrent Enqueue calls
 	// together is made to do it.
 	ProducerTwins int
+	// WithoutContests draws no contest (drawContest), whose clients come
+	// beyond MaxClients: for a run that must keep its plans to a few
+	// clients (the checks of histories full of indeterminate calls grow
+	// fast with the clients that may have made them).
+	WithoutContests bool
 	// Tx draws Tx steps too (about one step in eight of producers and
 	// workers): for stores that are TxStores. Without it the plans are
 	// those drawn before Tx steps existed.
@@ -606,7 +611,9 @@ func Plans(o PlanOptions) *rapid.Generator[*Plan] {
 			c.Rounds[r] = append(drawBulk(t, p), c.Rounds[r]...)
 		}
 		drawDamage(t, p)
-		drawContest(t, p)
+		if !o.WithoutContests {
+			drawContest(t, p)
+		}
 		return p
 	})
 }

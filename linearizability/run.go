@@ -42,6 +42,8 @@ type Config struct {
 	// ProducerTwins adds twins of each plan's producer (see
 	// PlanOptions.ProducerTwins).
 	ProducerTwins int
+	// WithoutContests draws no contests (see PlanOptions.WithoutContests).
+	WithoutContests bool
 	// Tx draws Tx steps (see PlanOptions.Tx): set it for a Factory whose
 	// stores are TxStores.
 	Tx bool
@@ -168,7 +170,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	gen := Plans(PlanOptions{Mode: cfg.TimeMode, MaxClients: cfg.Clients, Faults: cfg.Faults, ProducerTwins: cfg.ProducerTwins, Tx: cfg.Tx})
+	gen := Plans(PlanOptions{Mode: cfg.TimeMode, MaxClients: cfg.Clients, Faults: cfg.Faults, ProducerTwins: cfg.ProducerTwins, Tx: cfg.Tx, WithoutContests: cfg.WithoutContests})
 	start := time.Now()
 
 	// Workers take the next history index until the budget is spent or
