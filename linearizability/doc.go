@@ -115,8 +115,8 @@
 // races the broker's and the new claim of the same task, and poppers race
 // on one queue: a decision that checks the token in one statement and
 // writes by ID in another, or a Pop that reads the Ready tasks and claims
-// them in separate statements, is caught in most PostgreSQL runs within a
-// second or two (the fuzz/mutants README has the figures).
+// them in separate statements, is caught on PostgreSQL in every run, at a
+// median of a few seconds (the fuzz/mutants README has the figures).
 //
 // # The contract's edges
 //
