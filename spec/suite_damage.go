@@ -98,6 +98,43 @@ var damageSuite = []suiteCase{
 		_, err = e.s.Finalize(e.ctx, core.FinalizeParams{ReapClaim: stale, Message: "m"})
 		e.wantErr("Finalize with a wrong version of a damaged task", err, core.ErrCorrupt)
 	}},
+	{name: "ADamagedTaskSetAsideNoLongerCountsAgainstTheCapacity", capacity: 2, run: func(e *env) {
+		// Pending until a scan sets it aside, then Quarantined: no longer
+		// pending, so its place is free again.
+		e.enqueue("poison")
+		e.damage("poison")
+		_, err := e.s.Enqueue(e.ctx, core.EnqueueParams{Queue: e.q, EnqueueArgs: model.EnqueueArgs{ID: "a", MaxAttempts: 1}})
+		e.ok("Enqueue beside the damaged pending task", err)
+		_, err = e.s.Enqueue(e.ctx, core.EnqueueParams{Queue: e.q, EnqueueArgs: model.EnqueueArgs{ID: "b", MaxAttempts: 1}})
+		e.wantErr("Enqueue past the capacity, the damaged task pending", err, core.ErrQueueFull)
+		res, err := e.s.Pop(e.ctx, core.PopParams{Queue: e.q, Lease: lease, N: 1})
+		e.ok("Pop", err)
+		e.wantIDs("Pop past the damaged record", taskIDs(res.Tasks), "a")
+		_, err = e.s.Enqueue(e.ctx, core.EnqueueParams{Queue: e.q, EnqueueArgs: model.EnqueueArgs{ID: "b", MaxAttempts: 1}})
+		e.ok("Enqueue once the damaged task is set aside", err)
+		_, err = e.s.Enqueue(e.ctx, core.EnqueueParams{Queue: e.q, EnqueueArgs: model.EnqueueArgs{ID: "c", MaxAttempts: 1}})
+		e.wantErr("Enqueue past the capacity, a running and b ready", err, core.ErrQueueFull)
+	}},
+	{name: "AnOperatorsActionOnADamagedTaskIsCorruptWhateverItsVersionOrState", run: func(e *env) {
+		// The damage is reported before the expected version and the
+		// state are judged: neither can be read from the record. A Ready
+		// task (InspectRequeue is illegal from Ready) and a Running one
+		// (Cancel is legal), each named at a version it is not at.
+		_, c := e.running("poison-run")
+		e.enqueue("poison-ready")
+		e.damage("poison-ready")
+		e.damage("poison-run")
+		_, err := e.s.InspectRequeue(e.ctx, core.InspectParams{Queue: e.q, ID: "poison-ready"})
+		e.wantErr("InspectRequeue of a damaged Ready task", err, core.ErrCorrupt)
+		_, err = e.s.InspectRequeue(e.ctx, core.InspectParams{Queue: e.q, ID: "poison-ready", Expect: 100})
+		e.wantErr("InspectRequeue of a damaged task at a wrong version", err, core.ErrCorrupt)
+		_, err = e.s.Cancel(e.ctx, core.InspectParams{Queue: e.q, ID: "poison-ready", Expect: 100})
+		e.wantErr("Cancel of a damaged Ready task at a wrong version", err, core.ErrCorrupt)
+		_, err = e.s.Cancel(e.ctx, core.InspectParams{Queue: e.q, ID: "poison-run", Expect: c.Token + 100})
+		e.wantErr("Cancel of a damaged Running task at a wrong version", err, core.ErrCorrupt)
+		_, err = e.s.Cancel(e.ctx, core.InspectParams{Queue: e.q, ID: "poison-run"})
+		e.wantErr("Cancel of a damaged Running task", err, core.ErrCorrupt)
+	}},
 	{name: "DecisionsOnADamagedRunningTaskAreCorruptUntilTheBrokerSetsItAside", run: func(e *env) {
 		_, c := e.running("poison")
 		_, sound := e.running("sound")

@@ -778,6 +778,12 @@ func (s *Store) inspectorOp(ctx context.Context, op model.Op, p core.InspectPara
 		}
 		if !found {
 			state, _, version, found, err := o.probe(p.ID)
+			if err == nil && found && state != model.Quarantined && op != model.OpRemove {
+				// A damaged record is ErrCorrupt before its version or
+				// state is judged: neither can be trusted (the model's
+				// order; a Remove at a version is ErrConflict instead).
+				err = o.damage(p.ID)
+			}
 			switch {
 			case err != nil:
 				return err
