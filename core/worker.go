@@ -124,10 +124,7 @@ const (
 // slot stays taken until that call is answered (the slot the next task
 // takes), and no batch claims once the worker stops popping. Each item's
 // answer is handled as a single Ack's would be, and the claimed tasks as a
-// Pop's. At a concurrency of 16 or more, a batch holds at most half the
-// batch size and two AckBatch calls may be out at once: the store has the
-// next batch while it answers the last, rather than waiting for the worker
-// between calls. Fail and Retry are single calls.
+// Pop's. Fail and Retry are single calls.
 //
 // When the queue is empty it polls with exponential backoff (WithPollInterval)
 // through its Clock; with a store that implements Notifier it also pops as
@@ -197,9 +194,8 @@ type Worker struct {
 	abandonOnce sync.Once
 	runErr      error // set by the fetch loop before it returns
 
-	popMu     sync.RWMutex // held shared by an AckBatch that claims, from its call to its dispatch
-	fetchDone bool         // set under popMu once the fetch loop returned: no batch claims then
-	ackSlots  atomic.Int64 // the slots held by the AckBatch calls in flight (their jobs and their pops)
+	popMu     sync.Mutex // held by an AckBatch that claims, from its call to its dispatch
+	fetchDone bool       // set under popMu once the fetch loop returned: no batch claims then
 
 	calls       context.Context    // every store call's parent: cancelled by a hard stop
 	cancelCalls context.CancelFunc // set by Run
@@ -855,14 +851,11 @@ func (w *Worker) decideFailure(base context.Context, j *job, herr error) {
 // up to AckLinger for more while other tasks of the worker still run, and
 // records the batch with one AckBatch.
 func (w *Worker) ackLoop(base context.Context) {
-	limit := w.ackLimit()
+	limit := w.batch
 	pending := make([]*job, 0, limit)
 	linger := time.NewTimer(AckLinger)
 	linger.Stop()
 	defer linger.Stop()
-	var calls sync.WaitGroup
-	defer calls.Wait()
-	inFlight := make(chan struct{}, ackCalls) // a token per AckBatch call out
 	for {
 		select {
 		case j := <-w.acks:
@@ -879,11 +872,8 @@ func (w *Worker) ackLoop(base context.Context) {
 				continue
 			default:
 			}
-			if len(w.slots)-int(w.ackSlots.Load()) <= len(pending) {
-				// No handler runs and no Pop is out (the slots of the
-				// AckBatch calls out free no success before they are
-				// answered): nothing to wait for.
-				break
+			if len(w.slots) <= len(pending) {
+				break // no handler runs and no Pop is out: nothing to wait for
 			}
 			if !lingering {
 				linger.Reset(AckLinger)
@@ -900,52 +890,11 @@ func (w *Worker) ackLoop(base context.Context) {
 		if lingering {
 			linger.Stop()
 		}
-		// Wait for a call to be free, taking the successes that come
-		// meanwhile into the batch.
-	wait:
-		for {
-			more := w.acks
-			if len(pending) >= limit {
-				more = nil
-			}
-			select {
-			case inFlight <- struct{}{}:
-				break wait
-			case j := <-more:
-				pending = append(pending, j)
-			}
-		}
-		jobs := pending
-		pending = make([]*job, 0, limit)
-		calls.Go(func() {
-			w.ackBatch(base, jobs, false)
-			<-inFlight
-		})
+		w.ackBatch(base, pending, false)
+		clear(pending)
+		pending = pending[:0]
 	}
 }
-
-// ackCalls bounds the AckBatch calls a worker has out at once. With more
-// than one, the next batch's acks and claims reach the store while the
-// last one is still being answered (a store that makes its writes durable
-// after releasing what orders them, as PostgreSQL's does, answers the first
-// while it runs the second), instead of the store waiting for the worker
-// between calls.
-const ackCalls = 2
-
-// ackLimit is the most successes one AckBatch call records: the batch size,
-// but at a concurrency of at least minSplit a share of it per call out, so
-// that successes are out in more than one call, and the store has the next
-// while it answers the last.
-func (w *Worker) ackLimit() int {
-	if w.concurrency < minSplit {
-		return w.batch
-	}
-	return max(1, (w.batch+ackCalls-1)/ackCalls)
-}
-
-// minSplit is the lowest concurrency at which a Worker splits its
-// successes between AckBatch calls.
-const minSplit = 16
 
 // ackBatch records the successes of jobs and finishes the jobs. Each job
 // holds its slot: while the worker pops, one AckBatch records them and
@@ -954,21 +903,20 @@ const minSplit = 16
 // or one AckBatch records them. With keep, the first task claimed is not
 // dispatched but returned, for the caller to run; else it returns nil.
 func (w *Worker) ackBatch(base context.Context, jobs []*job, keep bool) (kept *job) {
-	w.popMu.RLock()
+	w.popMu.Lock()
 	if w.fetchDone || closed(w.stopping) {
-		w.popMu.RUnlock()
+		w.popMu.Unlock()
 		for range jobs {
 			<-w.slots
 		}
 		w.recordAcks(base, jobs)
 		return nil
 	}
-	defer w.popMu.RUnlock()
+	defer w.popMu.Unlock()
 	n := len(jobs)
 	for n < w.batch && tryAcquire(w.slots) {
 		n++
 	}
-	w.ackSlots.Add(int64(n))
 	items := make([]AckItem, len(jobs))
 	for i, j := range jobs {
 		items[i] = AckItem{Claim: j.claim, Result: j.result}
@@ -1000,7 +948,6 @@ func (w *Worker) ackBatch(base context.Context, jobs []*job, keep bool) (kept *j
 			w.dispatch(base, nj)
 		}
 	}
-	w.ackSlots.Add(-int64(n)) // freed, or running the claimed tasks
 	w.answered(base, jobs, res, err)
 	return kept
 }
