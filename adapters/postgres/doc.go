@@ -68,15 +68,15 @@
 // refuses it writes nothing for (the probe that follows only reads), and
 // its statements themselves add nothing to a queue that has tasks but no
 // sequence row, or a sequence at 0 (which it then reports ErrCorrupt). So
-// a transaction of such Enqueues alone sends its COMMIT, and the flush
-// behind it, in the same round trip: one round trip in all. Since that
+// a transaction of such Enqueues alone sends its COMMIT in the same round
+// trip: one round trip in all. Since that
 // COMMIT may have run whatever the client then reads, a failure of such a
 // transaction answers each of its Enqueues with the error (none is run
 // again, and none is answered as refused).
 //
-// Since the writes of a queue take its lock one after the other, a queue
-// runs at most one transaction at a time, whatever the number of clients.
-// So the writes of one queue that a store
+// Since the lock is held until COMMIT has flushed the transaction to disk,
+// a queue runs at most as many transactions a second as the disk flushes,
+// whatever the number of clients. So the writes of one queue that a store
 // is asked for while a transaction of that queue is in progress in it wait
 // in the store rather than at the lock, and the next transaction runs them
 // all (up to 64), in the order they came, each with its own statements and
@@ -87,34 +87,6 @@
 // failure before COMMIT (a damaged row, the connection) rolls the
 // transaction back, so none of them happened, and each is then run again in
 // a transaction of its own.
-//
-// # Durable before answered, without the lock held while the disk flushes
-//
-// A lock held until COMMIT had flushed the transaction to disk would let a
-// queue run at most as many transactions a second as the disk flushes, and
-// each would hold the lock through its flush. So the store's own
-// transactions commit with synchronous_commit off (set for the
-// transaction, in the lock's round trip): COMMIT returns, and releases the
-// lock, once the commit is written to the WAL, before it is flushed. The
-// next transaction of the queue then begins at once (the store hands the
-// queue to its next writes on COMMIT's answer), while the same round trip
-// runs a second, one-statement transaction at the session's
-// synchronous_commit (pg_logical_emit_message, which writes a WAL record):
-// its commit waits until the WAL up to it is flushed, and so every commit
-// before it, this one included. Only then are the operations of the
-// transaction answered, so an answered write is as durable as with
-// synchronous_commit on, and the flushes of transactions that follow one
-// another closely are shared. A transaction that sees another's writes
-// commits after it, so it is flushed only once that one is; a crash before
-// the flush loses the transaction with its draw of the sequence, and no one
-// was answered with a version of it. Reads (Get, List, Counts, Queues)
-// are answered once every WAL record written before they returned is
-// flushed (they compare pg_current_wal_flush_lsn with
-// pg_current_wal_insert_lsn, and flush when it is not), so no one is shown
-// a state a crash could take back. The cost: each write transaction takes
-// a second transaction ID and writes one more WAL record, and each read one
-// more round trip. EnqueueTx and AckTx commit with the caller's transaction,
-// at the caller's settings.
 //
 // The statement that changes a task carries the operation's guard in its
 // WHERE clause: a worker's decision (Extend, Ack, Fail, Retry) names the

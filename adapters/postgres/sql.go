@@ -84,8 +84,7 @@ var probedState = fmt.Sprintf(`CASE WHEN state = %[1]d AND jsonb_typeof(errors) 
 type queries struct {
 	schema string
 
-	ensureQueue, ensureQueueFinal, lock, dbNow, dbNowAsync, anyTask, probe, pending string
-	flush, flushed                                                                  string
+	ensureQueue, ensureQueueFinal, lock, dbNow, anyTask, probe, pending string
 
 	enqueue, promote, popReturning, popSelect, popClaim string
 	keyHolder, takeKey                                  string
@@ -129,20 +128,6 @@ ON CONFLICT (name) DO NOTHING`),
 		// The operations' statements sent with the lock read it back
 		// (txNow).
 		dbNow: `SELECT set_config('leasehold.now', coalesce($1::bigint, ` + nowMicros + `)::text, true)::bigint`,
-		// dbNow in a transaction of the store's own, which commits
-		// without waiting for its WAL to reach the disk (the caller is
-		// answered only after flush has made it durable).
-		dbNowAsync: `SELECT set_config('leasehold.now', coalesce($1::bigint, ` + nowMicros + `)::text, true)::bigint
-  FROM (SELECT set_config('synchronous_commit', 'off', true)) async`,
-		// A transaction of its own that writes a WAL record and commits
-		// at the session's synchronous_commit: its commit waits until the
-		// WAL up to its record, and so every commit before it, is
-		// flushed (and replicated, as the setting asks).
-		flush: `SELECT pg_logical_emit_message(true, 'leasehold', '')`,
-		// Whether every WAL record written so far is flushed (a read that
-		// saw a commit not yet flushed waits for it with flush). A standby
-		// replays only WAL its primary flushed, and has no such position.
-		flushed: `SELECT CASE WHEN pg_is_in_recovery() THEN true ELSE pg_current_wal_flush_lsn() >= pg_current_wal_insert_lsn() END`,
 		// A queue's row is made before its first task; seq is 0 until one
 		// is added.
 		queues: f(`SELECT name FROM {s}.queues WHERE seq > 0 ORDER BY name`),

@@ -268,8 +268,7 @@ type opTx struct {
 	// results (nil: none).
 	pipe  func(b *pgx.Batch)
 	piped func(res pgx.BatchResults) error
-	// final: the transaction's COMMIT and the flush behind it go with the
-	// lock's round trip, after pipe's statements (every operation of the
+	// final: the transaction's COMMIT goes with the lock's round trip, after pipe's statements (every operation of the
 	// transaction is piped and final); release is called once COMMIT is
 	// answered.
 	final   bool
@@ -430,35 +429,17 @@ func (s *Store) lead(g *group, queue string, first *call) {
 	}
 }
 
-// commit commits the transaction on conn, which the lock's round trip set
-// to commit without waiting for the disk, calls release once the COMMIT is
-// answered (the queue's lock is free then, and the next transaction of the
-// queue may begin), and returns once the transaction is durable: the COMMIT
-// and a statement that flushes the WAL behind it (queries.flush) go in one
-// round trip. So the queue's lock is not held while the disk flushes, and
-// the flushes of transactions that follow one another close together are
-// shared; still no caller is answered before its transaction is durable,
-// and a transaction that saw another's writes commits after them, so it is
-// durable only once they are.
+// commit commits the transaction on conn and calls release once the
+// COMMIT is answered: the queue's lock is free then, and the next
+// transaction of the queue may begin.
 func (s *Store) commit(ctx context.Context, conn *pgxpool.Conn, release func()) error {
-	b := &pgx.Batch{}
-	b.Queue("COMMIT")
-	b.Queue(s.q.flush)
-	res := conn.SendBatch(ctx, b)
-	defer res.Close()
-	tag, err := res.Exec()
+	tag, err := conn.Exec(ctx, "COMMIT")
 	release()
 	if err != nil {
 		return fmt.Errorf("leasehold/postgres: commit: %w", err)
 	}
 	if tag.String() != "COMMIT" {
 		return fmt.Errorf("leasehold/postgres: commit: the transaction was rolled back (%s)", tag)
-	}
-	if _, err := res.Exec(); err != nil {
-		return fmt.Errorf("leasehold/postgres: commit: waiting for the WAL flush: %w", err)
-	}
-	if err := res.Close(); err != nil {
-		return fmt.Errorf("leasehold/postgres: commit: waiting for the WAL flush: %w", err)
 	}
 	return nil
 }
@@ -670,11 +651,7 @@ func (o *opTx) lock(flags lockFlags) error {
 		// operation of the transaction was called.
 		clientNow = micros(model.Round(o.s.clock.Now()))
 	}
-	if o.begin {
-		b.Queue(o.s.q.dbNowAsync, clientNow)
-	} else {
-		b.Queue(o.s.q.dbNow, clientNow)
-	}
+	b.Queue(o.s.q.dbNow, clientNow)
 	b.Queue(o.s.q.anyTask, o.queue)
 	notify := flags&lockNotify != 0 && o.s.notifier != nil
 	if notify {
@@ -685,7 +662,6 @@ func (o *opTx) lock(flags lockFlags) error {
 	}
 	if o.final {
 		b.Queue("COMMIT")
-		b.Queue(o.s.q.flush)
 	}
 	res := o.tx.SendBatch(o.ctx, b)
 	defer res.Close()
@@ -738,16 +714,12 @@ func (o *opTx) lock(flags lockFlags) error {
 		if tag.String() != "COMMIT" {
 			return fmt.Errorf("leasehold/postgres: commit: the transaction was rolled back (%s)", tag)
 		}
-		if _, err := res.Exec(); err != nil {
-			return fmt.Errorf("leasehold/postgres: commit: waiting for the WAL flush: %w", err)
-		}
 	}
 	return res.Close()
 }
 
 // read runs fn for a read operation, on the pool: every read is one
-// statement, so it sees one committed state. It returns once that state is
-// durable (awaitFlush).
+// statement, so it sees one committed state.
 func (s *Store) read(ctx context.Context, queue string, validate func() error, fn func() error) (err error) {
 	if err := s.enter(ctx, queue, validate); err != nil {
 		return err
@@ -758,30 +730,7 @@ func (s *Store) read(ctx context.Context, queue string, validate func() error, f
 			err = fmt.Errorf("leasehold/postgres: internal error: %v", r)
 		}
 	}()
-	if err := fn(); err != nil {
-		return err
-	}
-	return s.awaitFlush(ctx)
-}
-
-// awaitFlush returns once every transaction committed so far is durable.
-// The store's own transactions commit without waiting for the disk and are
-// answered once flushed (see commit), so a read may see a commit that is
-// not flushed yet: it is answered only once it is, so that no one is shown
-// a state a crash could take back. Usually every WAL record written is
-// flushed already, and this costs one round trip.
-func (s *Store) awaitFlush(ctx context.Context) error {
-	var flushed bool
-	if err := s.pool.QueryRow(ctx, s.q.flushed).Scan(&flushed); err != nil {
-		return fmt.Errorf("leasehold/postgres: reading the WAL flush position: %w", err)
-	}
-	if flushed {
-		return nil
-	}
-	if _, err := s.pool.Exec(ctx, s.q.flush); err != nil {
-		return fmt.Errorf("leasehold/postgres: waiting for the WAL flush: %w", err)
-	}
-	return nil
+	return fn()
 }
 
 func corrupt(format string, args ...any) error {
