@@ -580,6 +580,19 @@ func (s *Store) writeIn(ctx context.Context, outer pgx.Tx, queue string, flags l
 		return time.Time{}, err
 	}
 	defer s.mu.RUnlock()
+	// The queue's row lock is taken in the caller's transaction itself,
+	// before the savepoint: a lock taken inside a savepoint is released
+	// when a refusal rolls back to it, and the transaction must hold the
+	// queue from its first operation to its end (a committed transaction
+	// is its operations at one instant), whether an operation was refused
+	// or not. A queue without a row gets its (empty) row here, in the
+	// caller's transaction, so that there is a row to hold.
+	b := &pgx.Batch{}
+	b.Queue(s.q.ensureQueue, queue)
+	b.Queue(s.q.lock, queue)
+	if err := outer.SendBatch(ctx, b).Close(); err != nil {
+		return time.Time{}, fmt.Errorf("leasehold/postgres: lock the queue: %w", err)
+	}
 	sp, err := outer.Begin(ctx)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("leasehold/postgres: savepoint: %w", err)
