@@ -230,7 +230,7 @@ type shrunk struct {
 // not come back in its tries and rapid stops, reporting the test as flaky.
 // Failures that need a precise interleaving inside a round shrink less.
 func shrink(cfg linearizability.Config, seed uint64, tries int, limit time.Duration) shrunk {
-	gen := linearizability.Plans(linearizability.PlanOptions{Mode: cfg.TimeMode, MaxClients: cfg.Clients, Faults: cfg.Faults, ProducerTwins: cfg.ProducerTwins, Tx: cfg.Tx, WithoutContests: cfg.WithoutContests})
+	gen := linearizability.Plans(linearizability.PlanOptions{Mode: cfg.TimeMode, MaxClients: cfg.Clients, Faults: cfg.Faults, ProducerTwins: cfg.ProducerTwins, Tx: cfg.Tx, WithoutContests: cfg.WithoutContests, UnbatchedFills: cfg.UnbatchedFills})
 	restore := setFlags(map[string]string{
 		"rapid.seed":       strconv.FormatUint(seed, 10),
 		"rapid.checks":     "1",

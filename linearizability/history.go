@@ -75,8 +75,31 @@ func (v Verdict) OK() bool { return v.Result == porcupine.Ok }
 // after timeout (0: no limit) with the result Unknown.
 func Check(h *History, timeout time.Duration) Verdict {
 	start := time.Now()
-	res, info := porcupine.CheckOperationsVerbose(h.Model(), h.Porcupine(), timeout)
-	return Verdict{Result: res, Info: info, Elapsed: time.Since(start)}
+	if timeout <= 0 {
+		res, info := porcupine.CheckOperationsVerbose(h.Model(), h.Porcupine(), timeout)
+		return Verdict{Result: res, Info: info, Elapsed: time.Since(start)}
+	}
+	// porcupine reads its timeout between steps only, and one step of a
+	// history full of indeterminate calls can merge state sets for many
+	// minutes: past the timeout and a grace of half of it, the check is
+	// given up as Unknown (its goroutine runs on, unheard, until it ends).
+	type answer struct {
+		res  porcupine.CheckResult
+		info porcupine.LinearizationInfo
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, info := porcupine.CheckOperationsVerbose(h.Model(), h.Porcupine(), timeout)
+		done <- answer{res, info}
+	}()
+	grace := time.NewTimer(timeout + timeout/2)
+	defer grace.Stop()
+	select {
+	case a := <-done:
+		return Verdict{Result: a.res, Info: a.info, Elapsed: time.Since(start)}
+	case <-grace.C:
+		return Verdict{Result: porcupine.Unknown, Elapsed: time.Since(start)}
+	}
 }
 
 // WriteVisualization writes porcupine's HTML visualization of a checked

@@ -509,6 +509,11 @@ type PlanOptions struct {
 	// clients (the checks of histories full of indeterminate calls grow
 	// fast with the clients that may have made them).
 	WithoutContests bool
+	// UnbatchedFills makes every bulk fill one Enqueue call per task, never
+	// one EnqueueBatch: for a run whose calls are often indeterminate (an
+	// indeterminate batch of many tasks leaves the checker a number of
+	// states it cannot search in time).
+	UnbatchedFills bool
 	// Tx draws Tx steps too (about one step in eight of producers and
 	// workers): for stores that are TxStores. Without it the plans are
 	// those drawn before Tx steps existed.
@@ -608,7 +613,13 @@ func Plans(o PlanOptions) *rapid.Generator[*Plan] {
 		if bulk {
 			c := &p.Clients[rapid.IntRange(0, len(p.Clients)-1).Draw(t, "bulk client")]
 			r := rapid.IntRange(0, rounds-1).Draw(t, "bulk round")
-			c.Rounds[r] = append(drawBulk(t, p), c.Rounds[r]...)
+			fill := drawBulk(t, p)
+			if o.UnbatchedFills {
+				for i := range fill {
+					fill[i].Batched = false
+				}
+			}
+			c.Rounds[r] = append(fill, c.Rounds[r]...)
 		}
 		drawDamage(t, p)
 		if !o.WithoutContests {

@@ -44,6 +44,8 @@ type Config struct {
 	ProducerTwins int
 	// WithoutContests draws no contests (see PlanOptions.WithoutContests).
 	WithoutContests bool
+	// UnbatchedFills: see PlanOptions.UnbatchedFills.
+	UnbatchedFills bool
 	// Tx draws Tx steps (see PlanOptions.Tx): set it for a Factory whose
 	// stores are TxStores.
 	Tx bool
@@ -170,7 +172,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	gen := Plans(PlanOptions{Mode: cfg.TimeMode, MaxClients: cfg.Clients, Faults: cfg.Faults, ProducerTwins: cfg.ProducerTwins, Tx: cfg.Tx, WithoutContests: cfg.WithoutContests})
+	gen := Plans(PlanOptions{Mode: cfg.TimeMode, MaxClients: cfg.Clients, Faults: cfg.Faults, ProducerTwins: cfg.ProducerTwins, Tx: cfg.Tx, WithoutContests: cfg.WithoutContests, UnbatchedFills: cfg.UnbatchedFills})
 	start := time.Now()
 
 	// Workers take the next history index until the budget is spent or
