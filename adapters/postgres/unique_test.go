@@ -12,6 +12,11 @@ import (
 	"github.com/leasehold/leasehold/model"
 )
 
+// keyed is the Enqueue of task id under unique key key, in queue q.
+func keyed(id, key string) core.EnqueueParams {
+	return core.EnqueueParams{Queue: "q", EnqueueArgs: model.EnqueueArgs{ID: id, MaxAttempts: 1, UniqueKey: key}}
+}
+
 // EnqueueTx checks unique keys inside the caller's transaction: a key
 // another task holds is a *DuplicateError that leaves the transaction able
 // to go on, and a key taken by a transaction that rolls back is free
@@ -19,9 +24,6 @@ import (
 func TestEnqueueTxUniqueKeys(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
-	keyed := func(id, key string) core.EnqueueParams {
-		return core.EnqueueParams{Queue: "q", EnqueueArgs: model.EnqueueArgs{ID: id, MaxAttempts: 1, UniqueKey: key}}
-	}
 	if _, err := s.Enqueue(ctx, keyed("holder", "k")); err != nil {
 		t.Fatal(err)
 	}
@@ -65,9 +67,6 @@ func TestEnqueueTxUniqueKeys(t *testing.T) {
 func TestARefusedOperationInATransactionKeepsTheQueueLocked(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
-	keyed := func(id, key string) core.EnqueueParams {
-		return core.EnqueueParams{Queue: "q", EnqueueArgs: model.EnqueueArgs{ID: id, MaxAttempts: 1, UniqueKey: key}}
-	}
 	if _, err := s.Enqueue(ctx, keyed("holder", "k")); err != nil {
 		t.Fatal(err)
 	}
