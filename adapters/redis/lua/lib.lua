@@ -225,45 +225,85 @@ local function bad_field(key, f, n) refuse(CORRUPT, key, 'field ' .. f .. ' = ' 
 
 -- parse_task checks the packed value v of the task at key and returns a
 -- table of its fields (and packed: v). Anything that does not parse, or
--- breaks a rule every task keeps, refuses with CORRUPT. The checks work on
--- locals and build the table once, at the end: this runs for every task
--- every operation reads.
+-- breaks a rule every task keeps, refuses with CORRUPT. This runs for every
+-- task every operation reads, so it checks each field once, as a local,
+-- with no function call but type (a call costs a Lua function several
+-- times what its comparisons do), and builds the table once, at the end.
 local function parse_task(key, id, v, seq)
   local ok, a, extra = pcall(cmsgpack.unpack, v)
-  if ok and type(a) == 'table' and #a == 3 and a[1] == 'quarantined' and type(a[2]) == 'string' and extra == nil then
-    return {key = key, id = id, packed = v, state = 'quarantined', reason = a[2], version = 0, token = 0}
-  end
-  if not ok or type(a) ~= 'table' or extra ~= nil or (#a ~= 15 and #a ~= 14 and #a ~= 17) then
+  if not ok or type(a) ~= 'table' or extra ~= nil then refuse(CORRUPT, key, 'not a packed task') end
+  local n = #a
+  if n ~= 15 and n ~= 14 and n ~= 17 then
+    if n == 3 and a[1] == 'quarantined' and type(a[2]) == 'string' then
+      return {key = key, id = id, packed = v, state = 'quarantined', reason = a[2], version = 0, token = 0}
+    end
     refuse(CORRUPT, key, 'not a packed task')
   end
   local payload, priority, state, attempt, max_attempts, version, token, enqueued_at,
-    run_after, claimed_at, deadline, finished_at, errors, result, timeout, unique_key, unique_until = unpack(a)
-  if timeout == nil then timeout = '' end
-  if #a == 17 then
+    run_after, claimed_at, deadline, finished_at, errors, result, timeout, unique_key, unique_until =
+    a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17]
+  if n == 17 then
     if type(unique_key) ~= 'string' or unique_key == '' then bad_field(key, 'unique_key', unique_key) end
-    if not (unique_until == false or whole(unique_until)) then bad_field(key, 'unique_until', unique_until) end
+    if not (unique_until == false or type(unique_until) == 'number' and unique_until % 1 == 0 and
+      unique_until <= MAX_SAFE and unique_until >= -MAX_SAFE) then
+      bad_field(key, 'unique_until', unique_until)
+    end
   else
     unique_key, unique_until = nil, false
   end
-  if not timeout_ok(timeout) then bad_field(key, 'timeout', timeout) end
+  if timeout == nil then
+    timeout = ''
+  elseif timeout ~= '' and not timeout_ok(timeout) then
+    bad_field(key, 'timeout', timeout)
+  end
   if type(payload) ~= 'string' or type(state) ~= 'string' or type(errors) ~= 'string' or
     type(result) ~= 'string' then
     refuse(CORRUPT, key, 'a field of the task is not a string')
   end
   if not ORDER[state] then refuse(CORRUPT, key, 'field state = ' .. state) end
-  if not whole(priority) or priority < MIN_PRIORITY or priority > MAX_PRIORITY then bad_field(key, 'priority', priority) end
-  if not whole(attempt) or attempt < 0 then bad_field(key, 'attempt', attempt) end
-  if not whole(max_attempts) or max_attempts < 1 then bad_field(key, 'max_attempts', max_attempts) end
-  if not whole(version) or version < 1 then bad_field(key, 'version', version) end
+  -- Each integer field: a number, whole, within ±MAX_SAFE, and its own
+  -- range (whole, inlined).
+  if not (type(priority) == 'number' and priority % 1 == 0 and priority >= MIN_PRIORITY and
+    priority <= MAX_PRIORITY) then
+    bad_field(key, 'priority', priority)
+  end
+  if not (type(attempt) == 'number' and attempt % 1 == 0 and attempt >= 0 and attempt <= MAX_SAFE) then
+    bad_field(key, 'attempt', attempt)
+  end
+  if not (type(max_attempts) == 'number' and max_attempts % 1 == 0 and max_attempts >= 1 and
+    max_attempts <= MAX_SAFE) then
+    bad_field(key, 'max_attempts', max_attempts)
+  end
+  if not (type(version) == 'number' and version % 1 == 0 and version >= 1 and version <= MAX_SAFE) then
+    bad_field(key, 'version', version)
+  end
   -- A version the sequence has not reached is the sequence's damage (it
   -- went back, and would hand out a version again), not the task's.
   if version > seq then refuse(CORRUPT, KEYS[1], 'sequence ' .. fmt(seq) .. ' behind task ' .. id .. ' at version ' .. fmt(version)) end
-  if not whole(token) or token < 0 or token > version then bad_field(key, 'token', token) end
-  if not (enqueued_at == false or whole(enqueued_at)) then bad_field(key, 'enqueued_at', enqueued_at) end
-  if not (run_after == false or whole(run_after)) then bad_field(key, 'run_after', run_after) end
-  if not (claimed_at == false or whole(claimed_at)) then bad_field(key, 'claimed_at', claimed_at) end
-  if not (deadline == false or whole(deadline)) then bad_field(key, 'deadline', deadline) end
-  if not (finished_at == false or whole(finished_at)) then bad_field(key, 'finished_at', finished_at) end
+  if not (type(token) == 'number' and token % 1 == 0 and token >= 0 and token <= version) then
+    bad_field(key, 'token', token)
+  end
+  -- The times: false (unset) or a whole number within ±MAX_SAFE.
+  if enqueued_at ~= false and not (type(enqueued_at) == 'number' and enqueued_at % 1 == 0 and
+    enqueued_at <= MAX_SAFE and enqueued_at >= -MAX_SAFE) then
+    bad_field(key, 'enqueued_at', enqueued_at)
+  end
+  if run_after ~= false and not (type(run_after) == 'number' and run_after % 1 == 0 and
+    run_after <= MAX_SAFE and run_after >= -MAX_SAFE) then
+    bad_field(key, 'run_after', run_after)
+  end
+  if claimed_at ~= false and not (type(claimed_at) == 'number' and claimed_at % 1 == 0 and
+    claimed_at <= MAX_SAFE and claimed_at >= -MAX_SAFE) then
+    bad_field(key, 'claimed_at', claimed_at)
+  end
+  if deadline ~= false and not (type(deadline) == 'number' and deadline % 1 == 0 and
+    deadline <= MAX_SAFE and deadline >= -MAX_SAFE) then
+    bad_field(key, 'deadline', deadline)
+  end
+  if finished_at ~= false and not (type(finished_at) == 'number' and finished_at % 1 == 0 and
+    finished_at <= MAX_SAFE and finished_at >= -MAX_SAFE) then
+    bad_field(key, 'finished_at', finished_at)
+  end
   if not enqueued_at then refuse(CORRUPT, key, 'no enqueued_at') end
   if errors ~= '' and not parse_errors(errors) then refuse(CORRUPT, key, 'field errors does not parse') end
   if state == 'running' then
