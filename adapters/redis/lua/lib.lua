@@ -954,9 +954,34 @@ end
 -- reads of the call's checks (CALL.zsets), with TYPE, or, for one of them,
 -- by its own ZADD, sent before every other write, which fails with nothing
 -- written when the key is of another type.
+--
+-- A few tasks are written one by one instead (STORE_ONE_BY_ONE), each with
+-- move: the Lua of the grouping (a list per index, grown an element at a
+-- time, and a table per command) costs more than the writes it spares
+-- until the tasks are several. The first task's move checks the two
+-- indexes it adds to itself; every other index a later move adds to is
+-- checked before the first write (CALL.zsets, else TYPE).
+local STORE_ONE_BY_ONE = 4
+
 local function store_all(ts)
-  if #ts == 0 then return end
-  if #ts == 1 then return move(ts[1]) end
+  local n = #ts
+  if n == 0 then return end
+  if n <= STORE_ONE_BY_ONE then
+    local t1 = ts[1]
+    local own1, own2 = KEYS[ORDER[t1.state]], false
+    if t1.was ~= t1.state then own2 = KEYS[IDS[t1.state]] end
+    for x = 2, n do
+      local t = ts[x]
+      local o = KEYS[ORDER[t.state]]
+      if o ~= own1 and o ~= own2 then zset_ok(o) end
+      if t.was ~= t.state then
+        local i = KEYS[IDS[t.state]]
+        if i ~= own1 and i ~= own2 then zset_ok(i) end
+      end
+    end
+    for x = 1, n do move(ts[x]) end
+    return
+  end
   local rems, adds, mset = {}, {}, {}
   local function list(m, k)
     local l = m[k]
