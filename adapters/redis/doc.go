@@ -104,7 +104,10 @@
 // reads them with one MGET (and one EXISTS over the keys it found empty,
 // since MGET answers nothing for a key of another type), checks their index
 // entries with one ZMSCORE per index, and writes each index with one ZREM
-// or ZADD and the tasks with one MSET. Each file's
+// or ZADD and the tasks with one MSET (up to four tasks are written one by
+// one instead, each with its own ZADDs, ZREMs and SET: for so few, the Lua
+// that groups them costs the server more than the commands it spares).
+// Each file's
 // header lists its KEYS, ARGV and the codes it returns. The Go side maps a
 // code to its error in one place; an unknown code is an internal error
 // naming it. The server's refusal of the client's credentials or rights
