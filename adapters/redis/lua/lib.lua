@@ -121,13 +121,18 @@ local function int(s)
   return n
 end
 
+-- ZREADS are the sorted-set reads the scripts make through rcall: one that
+-- succeeds on key shows it a zset or nothing (CALL.zsets). A table lookup,
+-- not string.byte: a call of a C function costs the server more.
+local ZREADS = {ZSCORE = true, ZRANK = true, ZRANGE = true, ZRANGEBYSCORE = true,
+  ZRANGEBYLEX = true, ZCARD = true, ZMSCORE = true}
+
 -- rcall runs redis.pcall, refusing with CORRUPT on an error reply
--- (WRONGTYPE). A sorted-set command (Z...) that succeeds on key shows it a
--- zset or nothing (CALL.zsets).
+-- (WRONGTYPE); see ZREADS.
 local function rcall(key, cmd, ...)
   local r = redis.pcall(cmd, ...)
   if type(r) == 'table' and r.err then refuse(CORRUPT, key, r.err) end
-  if string.byte(cmd) == 90 then CALL.zsets[key] = true end
+  if ZREADS[cmd] then CALL.zsets[key] = true end
   return r
 end
 
@@ -1177,6 +1182,14 @@ end
 -- record's damage are the items judged one by one. Damage to a queue-wide
 -- key still refuses the call.
 local function ack_tasks(first, n, seq)
+  if n == 1 then
+    -- One item (a concurrency-1 worker's cycle): the same reads, without
+    -- the lists of many.
+    local id = ARGV[first]
+    local ok, t = pcall(load_task, KEYS[11] .. id, id, seq)
+    if ok and t then ok = pcall(check_indexed, t) end
+    if ok then return {[id] = t or false}, {} end
+  end
   local ok, tasks, ids = pcall(load_items, first, 3, n, seq)
   if ok then
     local found = {}
