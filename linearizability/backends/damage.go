@@ -141,11 +141,19 @@ func sqliteDamage(path string) (damage func(ctx context.Context, queue, id strin
 }
 
 // postgresDamage damages task records of the stores in schema, in a
-// transaction that locks the row it reads.
+// transaction that takes the queue's row lock first, as every write of the
+// store does, then locks the row it reads. Without the queue's lock the
+// damage held the task's row while a Pop ran, and the Pop's SKIP LOCKED
+// passed over a Ready task that was not yet damaged, which no instant of
+// the damage explains (a Pop that found the queue empty).
 func postgresDamage(pool *pgxpool.Pool, schema string) func(ctx context.Context, queue, id string) error {
 	tasks := pgx.Identifier{schema}.Sanitize() + ".tasks"
+	queues := pgx.Identifier{schema}.Sanitize() + ".queues"
 	return func(ctx context.Context, queue, id string) error {
 		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT 1 FROM `+queues+` WHERE name = $1 FOR UPDATE`, queue); err != nil {
+				return err
+			}
 			var state int16
 			var kind string
 			err := tx.QueryRow(ctx, `SELECT state, jsonb_typeof(errors) FROM `+tasks+` WHERE queue = $1 AND id = $2 FOR UPDATE`, queue, []byte(id)).Scan(&state, &kind)
