@@ -107,16 +107,6 @@
 // SKIP LOCKED skips only rows an application locks itself; it keeps a Pop
 // from waiting on those.
 //
-// The statements are prepared once per connection (pgx's statement cache),
-// and the store's own transactions run them with generic plans
-// (plan_cache_mode set to force_generic_plan for the transaction): with
-// PostgreSQL's default, each execution of these statements was planned
-// again for its parameters, which took longer than running them. Their
-// plans do not depend on the values: each reads by key, or by the partial
-// index of one state in the order its operation takes, and every state in
-// a WHERE clause is a constant. EnqueueTx and AckTx leave the caller's
-// transaction at its own setting.
-//
 // # Time
 //
 // Leases are judged by the database's clock, so the clocks of the clients
