@@ -84,7 +84,7 @@ var probedState = fmt.Sprintf(`CASE WHEN state = %[1]d AND jsonb_typeof(errors) 
 type queries struct {
 	schema string
 
-	ensureQueue, ensureQueueFinal, lock, dbNow, dbNowGeneric, anyTask, probe, pending string
+	ensureQueue, ensureQueueFinal, lock, dbNow, anyTask, probe, pending string
 
 	enqueue, promote, popReturning, popSelect, popClaim string
 	keyHolder, takeKey                                  string
@@ -135,20 +135,6 @@ ON CONFLICT (name) DO NOTHING`),
 		// The operations' statements sent with the lock read it back
 		// (txNow).
 		dbNow: `SELECT set_config('leasehold.now', coalesce($1::bigint, ` + nowMicros + `)::text, true)::bigint`,
-		// dbNow for a transaction of the store's own: it also sets
-		// plan_cache_mode to force_generic_plan for the rest of the
-		// transaction. The statements of an operation are prepared once
-		// per connection, but with the default mode PostgreSQL plans each
-		// execution again with its parameters when the generic plan's
-		// estimate is no cheaper, and for these statements (CTEs over a
-		// parameter array, a LIMIT from a parameter) planning took longer
-		// than running them: a transaction of one ack and one claim sent
-		// its statements in 3.0 ms with custom plans and 1.9 ms with
-		// generic ones. Their plans do not depend on the values: each
-		// reads by key or by the index of its state's order. A caller's
-		// transaction (EnqueueTx, AckTx) is left at its own setting.
-		dbNowGeneric: `SELECT set_config('leasehold.now', coalesce($1::bigint, ` + nowMicros + `)::text, true)::bigint
-FROM (SELECT set_config('plan_cache_mode', 'force_generic_plan', true)) g`,
 		// A queue's row is made before its first task; seq is 0 until one
 		// is added.
 		queues: f(`SELECT name FROM {s}.queues WHERE seq > 0 ORDER BY name`),
