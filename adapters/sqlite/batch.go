@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/leasehold/leasehold/core"
@@ -108,7 +109,7 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 				continue
 			}
 			v := base + int64(acked) + 1
-			task, found, err := t.oneTask(sqlAck, withVersion([]any{p.Queue, c.TaskID, int64(c.Token), micros(now), blob(a.Result)}, v)...)
+			task, found, err := t.ackItem(p.Queue, c, a.Result, now, v)
 			var d *damagedError
 			if errors.As(err, &d) && d.id == c.TaskID {
 				// The statement matched the record and changed it:
@@ -155,6 +156,28 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 		}
 		return core.BatchResult{Now: now, Items: items, Claimed: claimed}, nil
 	}
+}
+
+// ackItem runs the guarded UPDATE of one AckBatch item, stamping the task
+// with version v, and returns the task as it leaves it; found is false when
+// the statement matched no row. The statement returns only the columns it
+// neither sets nor matches (ackReturned): the others are the claim's and
+// the values bound.
+func (t tx) ackItem(queue string, c model.Claim, result []byte, now time.Time, v int64) (task model.Task, found bool, err error) {
+	var known [numColumns]any
+	known[colQueue], known[colID], known[colClaimToken] = queue, c.TaskID, int64(c.Token)
+	known[colState], known[colVersion] = int64(model.Succeeded), v
+	known[colFinishedAt], known[colResult] = micros(now), blob(clone(result))
+	ts, err := scanReturned(ackReturned, known)(t.query(sqlAckReturned, withVersion([]any{queue, c.TaskID, int64(c.Token), micros(now), blob(result)}, v)...))
+	switch {
+	case err != nil:
+		return model.Task{}, false, err
+	case len(ts) == 0:
+		return model.Task{}, false, nil
+	case len(ts) > 1:
+		return model.Task{}, false, fmt.Errorf("leasehold/sqlite: one statement changed %d tasks", len(ts))
+	}
+	return ts[0], true, nil
 }
 
 // damagedItem is what AckBatch's step returns when an item's statement met

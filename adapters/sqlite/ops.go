@@ -360,11 +360,18 @@ func (s *Store) setPaused(ctx context.Context, queue string, paused bool) (core.
 // (for one task, one that needs no ranking: sqlPopOne), stamped with the
 // values after base.
 func (t tx) popReturning(queue string, n int, now, deadline time.Time, base int64) ([]model.Task, error) {
-	q := sqlPopReturning
+	args := []any{queue, n, micros(now), micros(deadline), base}
+	var tasks []model.Task
+	var err error
 	if n == 1 {
-		q = sqlPopOne
+		var known [numColumns]any
+		known[colQueue], known[colState] = queue, int64(model.Running)
+		known[colVersion], known[colClaimToken] = base+1, base+1
+		known[colClaimedAt], known[colDeadline] = micros(now), micros(deadline)
+		tasks, err = scanReturned(popOneReturned, known)(t.query(sqlPopOneReturned, args...))
+	} else {
+		tasks, err = scanTasks(t.query(sqlPopReturning, args...))
 	}
-	tasks, err := scanTasks(t.query(q, queue, n, micros(now), micros(deadline), base))
 	if err != nil {
 		return nil, err
 	}

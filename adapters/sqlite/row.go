@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -24,6 +25,88 @@ const (
 	qualifiedColumns = `tasks.queue, tasks.id, tasks.payload, tasks.priority, tasks.state, tasks.attempt, tasks.max_attempts, tasks.version, tasks.claim_token, tasks.enqueued_at, tasks.run_after, tasks.claimed_at, tasks.deadline, tasks.finished_at, tasks.errors, tasks.result, tasks.timeout_ns, tasks.unique_key, tasks.unique_until, tasks.quarantine`
 	numColumns       = 20
 )
+
+// The index of each column in taskColumns.
+const (
+	colQueue = iota
+	colID
+	colPayload
+	colPriority
+	colState
+	colAttempt
+	colMaxAttempts
+	colVersion
+	colClaimToken
+	colEnqueuedAt
+	colRunAfter
+	colClaimedAt
+	colDeadline
+	colFinishedAt
+	colErrors
+	colResult
+	colTimeout
+	colUniqueKey
+	colUniqueUntil
+	colQuarantine
+)
+
+// returned is the RETURNING list of a statement that sets some columns of
+// the task it changes to values the caller knows: the other columns of
+// taskColumns, which the caller puts beside those values (scanReturned),
+// so a row costs only the columns it does not know to decode and copy.
+type returned struct {
+	list string // the columns returned, comma-separated
+	at   []int  // the index in taskColumns of each
+}
+
+// returning is the RETURNING list of the task columns but those known.
+func returning(known ...int) returned {
+	var r returned
+	var names []string
+	for i, name := range strings.Split(taskColumns, ", ") {
+		if !slices.Contains(known, i) {
+			names = append(names, name)
+			r.at = append(r.at, i)
+		}
+	}
+	if len(r.at)+len(known) != numColumns {
+		panic("leasehold/sqlite: a known column is not a task column")
+	}
+	r.list = strings.Join(names, ", ")
+	return r
+}
+
+// scanReturned reads every row of rows, the columns of ret, as a task row
+// whose other columns hold the values in known, and closes rows.
+func scanReturned(ret returned, known [numColumns]any) func(*rows, error) ([]model.Task, error) {
+	return func(rows *rows, err error) ([]model.Task, error) {
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var out []model.Task
+		var got [numColumns]any
+		dest := make([]any, len(ret.at))
+		for i := range dest {
+			dest[i] = &got[i]
+		}
+		for rows.Next() {
+			if err := rows.Scan(dest...); err != nil {
+				return nil, err
+			}
+			raw := known
+			for i, at := range ret.at {
+				raw[at] = got[i]
+			}
+			t, err := decodeTask(raw)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, t)
+		}
+		return out, rows.Err()
+	}
+}
 
 // errorEntry is one element of the JSON array in the errors column.
 type errorEntry struct {

@@ -121,6 +121,9 @@ WHERE rowid = (SELECT rowid FROM tasks WHERE queue = ?1 AND state = %[2]d AND %[
   AND queue = ?1 AND state IN (%[3]s)
 RETURNING %[4]s`, model.Running, model.Ready, from(model.OpPop), taskColumns, notPaused)
 
+	// sqlPopOne returning only what it does not set itself (popOneKnown).
+	sqlPopOneReturned = strings.Replace(sqlPopOne, "RETURNING "+taskColumns, "RETURNING "+popOneReturned.list, 1)
+
 	// ?1 queue, ?2 n
 	sqlPopSelect = fmt.Sprintf(`SELECT %s FROM tasks WHERE queue = ?1 AND state = %d AND %s ORDER BY priority DESC, version LIMIT ?2 + 0`,
 		taskColumns, model.Ready, notPaused)
@@ -138,6 +141,9 @@ WHERE queue = ?1 AND id = ?2 AND state IN (%s) AND version = ?6`, model.Running,
 	// ?4 now, ?5 result
 	sqlAck = fmt.Sprintf(`UPDATE tasks SET version = %s, state = %d, result = ?5, finished_at = ?4, deadline = NULL `+workerGuard,
 		newVersion, model.Succeeded, from(model.OpAck))
+	// sqlAck returning only what it does not set itself or match
+	// (ackKnown), for AckBatch.
+	sqlAckReturned = strings.Replace(sqlAck, "RETURNING "+taskColumns, "RETURNING "+ackReturned.list, 1)
 	// ?4 now, ?5 message, ?6 its bytes if not UTF-8
 	sqlFail = fmt.Sprintf(`UPDATE tasks SET version = %s, state = %d, errors = %s, finished_at = ?4, deadline = NULL `+workerGuard,
 		newVersion, model.Failed, appendError("?4", "?5", "?6", "false"), from(model.OpFail))
@@ -224,6 +230,14 @@ WHERE queue = ?1 AND id = ?2 AND (?3 = 0 OR version = ?3) AND state IN (%s) RETU
       WHERE ?4 AND queue = ?1 AND state = %[2]d AND finished_at < ?2 ORDER BY finished_at, id LIMIT ?5 + 0)
   ) ORDER BY finished_at, id LIMIT ?5 + 0)
 RETURNING id, finished_at`, model.Succeeded, model.Failed)
+)
+
+// The columns sqlPopOne and sqlAck set or match, which need not come back:
+// the queue, the claim's ID and token, the state, version, result and
+// times they write.
+var (
+	popOneReturned = returning(colQueue, colState, colVersion, colClaimToken, colClaimedAt, colDeadline)
+	ackReturned    = returning(colQueue, colID, colState, colVersion, colClaimToken, colFinishedAt, colDeadline, colResult)
 )
 
 // Reads run on the read-only pool.
