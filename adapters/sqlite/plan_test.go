@@ -56,6 +56,10 @@ func TestPlansReadIndexesInOrder(t *testing.T) {
 	}
 	for name, q := range statements {
 		args := []any{"q"}
+		// Unnumbered parameters (the INSERT's) take the arguments in order.
+		for len(args) < len(regexp.MustCompile(`\?([^0-9]|$)`).FindAllString(q, -1)) {
+			args = append(args, 1)
+		}
 		for _, m := range regexp.MustCompile(`\?([0-9]+)`).FindAllStringSubmatch(q, -1) {
 			n, _ := strconv.Atoi(m[1])
 			for len(args) < n {

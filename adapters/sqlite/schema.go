@@ -421,9 +421,11 @@ func legacyTime(v any) (t time.Time, ok bool, err error) {
 	return time.Unix(0, int64(ns)).Truncate(time.Microsecond).UTC(), true, nil
 }
 
-// insertTaskSQL writes a whole task; taskArgs gives its arguments.
+// insertTaskSQL writes a whole task; taskArgs gives its arguments, in
+// order. Its parameters have no numbers: the driver then binds each by its
+// position, without reading and parsing its name.
 const insertTaskSQL = `INSERT INTO tasks (` + storedColumns + `)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)`
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 func taskArgs(t model.Task) []any {
 	errs, err := encodeErrors(t.Errors)
