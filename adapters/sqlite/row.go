@@ -373,6 +373,9 @@ func (d *decoder) errors(i int, col string) []model.TaskError {
 
 // encodeErrors is the JSON of an error history, for rows written from Go.
 func encodeErrors(errs []model.TaskError) (string, error) {
+	if len(errs) == 0 {
+		return "[]", nil // every new task: no encoder
+	}
 	entries := make([]errorEntry, len(errs))
 	for k, e := range errs {
 		text, raw := messageArgs(e.Message)
