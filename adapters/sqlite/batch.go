@@ -168,7 +168,8 @@ func (t tx) ackItem(queue string, c model.Claim, result []byte, now time.Time, v
 	known[colQueue], known[colID], known[colClaimToken] = queue, c.TaskID, int64(c.Token)
 	known[colState], known[colVersion] = int64(model.Succeeded), v
 	known[colFinishedAt], known[colResult] = micros(now), blob(clone(result))
-	ts, err := scanReturned(ackReturned, known)(t.query(sqlAckReturned, withVersion([]any{queue, c.TaskID, int64(c.Token), micros(now), blob(result)}, v)...))
+	rows, err := t.query(sqlAckReturned, withVersion([]any{queue, c.TaskID, int64(c.Token), micros(now), blob(result)}, v)...)
+	ts, err := scanReturned(ackReturned, &known, rows, err)
 	switch {
 	case err != nil:
 		return model.Task{}, false, err

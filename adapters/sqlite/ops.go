@@ -368,7 +368,8 @@ func (t tx) popReturning(queue string, n int, now, deadline time.Time, base int6
 		known[colQueue], known[colState] = queue, int64(model.Running)
 		known[colVersion], known[colClaimToken] = base+1, base+1
 		known[colClaimedAt], known[colDeadline] = micros(now), micros(deadline)
-		tasks, err = scanReturned(popOneReturned, known)(t.query(sqlPopOneReturned, args...))
+		rows, qerr := t.query(sqlPopOneReturned, args...)
+		tasks, err = scanReturned(popOneReturned, &known, rows, qerr)
 	} else {
 		tasks, err = scanTasks(t.query(sqlPopReturning, args...))
 	}

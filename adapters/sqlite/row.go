@@ -78,34 +78,32 @@ func returning(known ...int) returned {
 
 // scanReturned reads every row of rows, the columns of ret, as a task row
 // whose other columns hold the values in known, and closes rows.
-func scanReturned(ret returned, known [numColumns]any) func(*rows, error) ([]model.Task, error) {
-	return func(rows *rows, err error) ([]model.Task, error) {
+func scanReturned(ret returned, known *[numColumns]any, rows *rows, err error) ([]model.Task, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []model.Task
+	var got [numColumns]any
+	dest := make([]any, len(ret.at))
+	for i := range dest {
+		dest[i] = &got[i]
+	}
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		raw := *known
+		for i, at := range ret.at {
+			raw[at] = got[i]
+		}
+		t, err := decodeTask(raw)
 		if err != nil {
 			return nil, err
 		}
-		defer rows.Close()
-		var out []model.Task
-		var got [numColumns]any
-		dest := make([]any, len(ret.at))
-		for i := range dest {
-			dest[i] = &got[i]
-		}
-		for rows.Next() {
-			if err := rows.Scan(dest...); err != nil {
-				return nil, err
-			}
-			raw := known
-			for i, at := range ret.at {
-				raw[at] = got[i]
-			}
-			t, err := decodeTask(raw)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, t)
-		}
-		return out, rows.Err()
+		out = append(out, t)
 	}
+	return out, rows.Err()
 }
 
 // errorEntry is one element of the JSON array in the errors column.

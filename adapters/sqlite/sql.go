@@ -234,10 +234,11 @@ RETURNING id, finished_at`, model.Succeeded, model.Failed)
 
 // The columns sqlPopOne and sqlAck set or match, which need not come back:
 // the queue, the claim's ID and token, the state, version, result and
-// times they write.
+// times they write; and quarantine, which a row in a state of a task's
+// life (as these leave it) does not use.
 var (
-	popOneReturned = returning(colQueue, colState, colVersion, colClaimToken, colClaimedAt, colDeadline)
-	ackReturned    = returning(colQueue, colID, colState, colVersion, colClaimToken, colFinishedAt, colDeadline, colResult)
+	popOneReturned = returning(colQueue, colState, colVersion, colClaimToken, colClaimedAt, colDeadline, colQuarantine)
+	ackReturned    = returning(colQueue, colID, colState, colVersion, colClaimToken, colFinishedAt, colDeadline, colResult, colQuarantine)
 )
 
 // Reads run on the read-only pool.
