@@ -361,18 +361,16 @@ func (s *Store) setPaused(ctx context.Context, queue string, paused bool) (core.
 // values after base.
 func (t tx) popReturning(queue string, n int, now, deadline time.Time, base int64) ([]model.Task, error) {
 	args := []any{queue, n, micros(now), micros(deadline), base}
-	var tasks []model.Task
-	var err error
+	var known [numColumns]any
+	known[colQueue], known[colState] = queue, int64(model.Running)
+	known[colClaimedAt], known[colDeadline] = micros(now), micros(deadline)
+	q, ret := sqlPopReturned, popReturned
 	if n == 1 {
-		var known [numColumns]any
-		known[colQueue], known[colState] = queue, int64(model.Running)
+		q, ret = sqlPopOneReturned, popOneReturned
 		known[colVersion], known[colClaimToken] = base+1, base+1
-		known[colClaimedAt], known[colDeadline] = micros(now), micros(deadline)
-		rows, qerr := t.query(sqlPopOneReturned, args...)
-		tasks, err = scanReturned(popOneReturned, &known, rows, qerr)
-	} else {
-		tasks, err = scanTasks(t.query(sqlPopReturning, args...))
 	}
+	rows, err := t.query(q, args...)
+	tasks, err := scanReturned(ret, &known, rows, err)
 	if err != nil {
 		return nil, err
 	}

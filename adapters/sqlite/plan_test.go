@@ -24,6 +24,7 @@ func TestPlansReadIndexesInOrder(t *testing.T) {
 	statements := map[string]string{
 		"insert": sqlInsertNew, "set seq": sqlSetSeq, "seq": sqlSeq, "top version": sqlTopVersion, "release seq": sqlReleaseSeq, "any task": sqlAnyTask, "damaged deadline": sqlDamagedDeadline, "pending": sqlPending, "promote": sqlPromote,
 		"pop returning": sqlPopReturning, "pop one": sqlPopOne, "pop select": sqlPopSelect, "pop claim": sqlPopClaim,
+		"pop returned": sqlPopReturned, "pop one returned": sqlPopOneReturned, "ack returned": sqlAckReturned,
 		"extend": sqlExtend, "ack": sqlAck, "fail": sqlFail, "retry": sqlRetry,
 		"claim expired": sqlClaimExpired, "requeue": sqlRequeue, "finalize": sqlFinalize,
 		"recover expired": sqlRecoverExpired, "inspect requeue": sqlInspectRequeue, "remove": sqlRemove,
@@ -37,13 +38,15 @@ func TestPlansReadIndexesInOrder(t *testing.T) {
 	// The statements that change the first tasks in an order read them from
 	// their index in order, then reach each by its rowid.
 	want := map[string][]string{
-		"promote":         {"INDEX tasks_scheduled", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
-		"pop returning":   {"INDEX tasks_ready", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
-		"pop one":         {"INDEX tasks_ready", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
-		"pop select":      {"INDEX tasks_ready"},
-		"claim expired":   {"INDEX tasks_running", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
-		"recover expired": {"INDEX tasks_running", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
-		"prune":           {"INDEX tasks_succeeded", "INDEX tasks_failed"},
+		"promote":          {"INDEX tasks_scheduled", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
+		"pop returning":    {"INDEX tasks_ready", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
+		"pop one":          {"INDEX tasks_ready", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
+		"pop returned":     {"INDEX tasks_ready", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
+		"pop one returned": {"INDEX tasks_ready", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
+		"pop select":       {"INDEX tasks_ready"},
+		"claim expired":    {"INDEX tasks_running", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
+		"recover expired":  {"INDEX tasks_running", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
+		"prune":            {"INDEX tasks_succeeded", "INDEX tasks_failed"},
 		// Counts and the capacity check count each state in its own
 		// partial index; List reads the primary key in order.
 		"counts": {"INDEX tasks_scheduled", "INDEX tasks_ready", "INDEX tasks_running", "INDEX tasks_succeeded",

@@ -57,6 +57,9 @@ const (
 type returned struct {
 	list string // the columns returned, comma-separated
 	at   []int  // the index in taskColumns of each
+	// tokenIsVersion is set for a statement that stamps each claim's token
+	// with its version: claim_token is the version returned.
+	tokenIsVersion bool
 }
 
 // returning is the RETURNING list of the task columns but those known.
@@ -96,6 +99,9 @@ func scanReturned(ret returned, known *[numColumns]any, rows *rows, err error) (
 		raw := *known
 		for i, at := range ret.at {
 			raw[at] = got[i]
+		}
+		if ret.tokenIsVersion {
+			raw[colClaimToken] = raw[colVersion]
 		}
 		t, err := decodeTask(raw)
 		if err != nil {

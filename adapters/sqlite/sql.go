@@ -112,6 +112,10 @@ UPDATE tasks SET state = %[2]d, version = ?5 + picked.rank, claim_token = ?5 + p
 FROM picked WHERE tasks.rowid = picked.rid AND tasks.queue = ?1 AND tasks.state IN (%[3]s)
 RETURNING %[4]s`, model.Ready, model.Running, from(model.OpPop), qualifiedColumns, notPaused)
 
+	// sqlPopReturning returning only what it does not set itself
+	// (popReturned).
+	sqlPopReturned = strings.Replace(sqlPopReturning, "RETURNING "+qualifiedColumns, "RETURNING "+popReturned.list, 1)
+
 	// sqlPopReturning for n = 1 (?2): the first Ready task, found by a
 	// subquery on the index, stamped with the next sequence value, without
 	// the ranking of a batch.
@@ -238,7 +242,15 @@ RETURNING id, finished_at`, model.Succeeded, model.Failed)
 // life (as these leave it) does not use.
 var (
 	popOneReturned = returning(colQueue, colState, colVersion, colClaimToken, colClaimedAt, colDeadline, colQuarantine)
-	ackReturned    = returning(colQueue, colID, colState, colVersion, colClaimToken, colFinishedAt, colDeadline, colResult, colQuarantine)
+	// sqlPopReturning numbers its claims by rank: each one's version comes
+	// back, and is its token.
+	popReturned = func() returned {
+		r := returning(colQueue, colState, colClaimToken, colClaimedAt, colDeadline, colQuarantine)
+		r.list = "tasks." + strings.ReplaceAll(r.list, ", ", ", tasks.")
+		r.tokenIsVersion = true
+		return r
+	}()
+	ackReturned = returning(colQueue, colID, colState, colVersion, colClaimToken, colFinishedAt, colDeadline, colResult, colQuarantine)
 )
 
 // Reads run on the read-only pool.
