@@ -39,8 +39,13 @@
 //     the entry with its task, and its WHEN skips a task without a key.
 //   - indexes: one partial index per state in the order its operation
 //     takes them (Ready by priority and version for Pop, Scheduled by
-//     run-after, Running by deadline, finished tasks by finish time) and
-//     (queue, state, id) for List and Counts.
+//     run-after, Running by deadline, finished tasks by finish time), and
+//     tasks_other (queue, id) for the rows whose state is none of these
+//     (set aside, or damaged). Counts counts each state in its index; List
+//     reads the primary key (queue, id) in order, or its state's index.
+//     Schema version 6 dropped the index (queue, state, id): no change of a
+//     task is a HOT update (each stamps a new version), so every
+//     transition inserted an entry into it for List and Counts alone.
 //
 // # One lock per queue, one statement per change
 //

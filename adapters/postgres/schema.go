@@ -14,7 +14,7 @@ import (
 
 // SchemaVersion is the version of the schema this build creates and uses.
 // Open migrates an older schema forward and refuses a newer one.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // migrations[i] brings a schema at version i to version i+1. Each runs in
 // the transaction that records its version in schema_version. "{s}" is the
@@ -80,6 +80,16 @@ END $$;
 CREATE TRIGGER tasks_release_key AFTER DELETE ON {s}.tasks
   FOR EACH ROW WHEN (OLD.unique_key IS NOT NULL) EXECUTE FUNCTION {s}.release_unique_key();
 `,
+	// 6: no index of every task by state. Each transition inserted an
+	// entry into it (every change of a task stamps a new version, so none
+	// is a HOT update), for List and Counts alone: a claim of 64 tasks
+	// wrote 364 WAL records with it and 300 without. List now reads the
+	// primary key (queue, id) in order, or its state's partial index,
+	// Counts the partial index of each state, and tasks_other holds the
+	// rows whose state is none of the five (set aside, or damaged), which
+	// no transition enters or leaves.
+	`DROP INDEX {s}.tasks_state;
+CREATE INDEX tasks_other ON {s}.tasks (queue, id) WHERE state NOT IN (` + lifeStates() + `);`,
 }
 
 // migrate creates the schema if needed and applies the migrations it lacks,

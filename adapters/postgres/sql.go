@@ -309,11 +309,8 @@ LEFT JOIN {s}.tasks t ON t.queue = k.queue AND t.id = k.task_id WHERE k.queue = 
 		// $1 queue, $2 key, $3 the task that takes it
 		takeKey: f(`INSERT INTO {s}.unique_keys (queue, key, task_id) VALUES ($1, $2, $3)
 ON CONFLICT (queue, key) DO UPDATE SET task_id = excluded.task_id`),
-		// (false, state, count) per state, then (true, 0, paused) for the
-		// queue's row: one statement, one committed state.
-		counts: f(`SELECT false, state, count(*) FROM {s}.tasks WHERE queue = $1 GROUP BY state
-UNION ALL SELECT true, 0, paused::int FROM {s}.queues WHERE name = $1`),
-		list: map[model.State]string{},
+		counts: countsQuery(r),
+		list:   map[model.State]string{},
 	}
 	// $5, the state, is the one the task gets unless it runs after now.
 	q.enqueueNow = strings.Replace(atTxNow(q.enqueue, 7), "$5::smallint",
@@ -345,4 +342,18 @@ func qualified(a string) string {
 		cols[i] = a + "." + c
 	}
 	return strings.Join(cols, ", ")
+}
+
+// countsQuery is the statement of Counts: (false, state, count) for each of
+// the five states, each counted in its own partial index, and for each
+// state that is none of them (in tasks_other), then (true, 0, paused) for
+// the queue's row; one statement, one committed state.
+func countsQuery(r *strings.Replacer) string {
+	var b strings.Builder
+	for _, st := range model.States {
+		fmt.Fprintf(&b, "SELECT false, %[1]d::smallint, count(*) FROM {s}.tasks WHERE queue = $1 AND state = %[1]d\nUNION ALL ", int(st))
+	}
+	fmt.Fprintf(&b, "SELECT false, state, count(*) FROM {s}.tasks WHERE queue = $1 AND state NOT IN (%s) GROUP BY state\n", lifeStates())
+	b.WriteString("UNION ALL SELECT true, 0, paused::int FROM {s}.queues WHERE name = $1")
+	return r.Replace(b.String())
 }
