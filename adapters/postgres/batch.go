@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -118,10 +119,48 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 		}
 		return idx, acks
 	}
+	// An item whose record an earlier attempt found damaged is answered as
+	// of the transaction that commits: the record may have been set aside
+	// since (a scan that committed in between), and a claim on a record
+	// set aside is ErrStaleClaim. now holds those answers, read in that
+	// transaction (readDamaged).
+	now := map[string]error{}
+	damagedIDs := func() (ids []string) {
+		for _, a := range p.Acks {
+			if id := a.Claim.TaskID; damaged[id] != nil && !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+		return ids
+	}
+	claims := map[string]model.Claim{}
+	for _, a := range p.Acks {
+		claims[a.Claim.TaskID] = a.Claim
+	}
+	readDamaged := func(ids []string, read func(id string) (pgx.Rows, error)) error {
+		clear(now)
+		for _, id := range ids {
+			ts, err := scanTasks(read(id))
+			var d *damagedError
+			switch {
+			case errors.As(err, &d):
+				now[id] = decided(d)
+			case err != nil:
+				return err
+			default:
+				state, token, found := model.Quarantined, uint64(0), len(ts) == 1
+				if found {
+					state, token = ts[0].State, ts[0].ClaimToken
+				}
+				now[id] = claimRefusal(model.OpAck, claims[id], state, token, found, nil)
+			}
+		}
+		return nil
+	}
 	fill := func(idx []int, sub []core.ItemResult) {
 		clear(items)
 		for i, a := range p.Acks {
-			items[i].Err = damaged[a.Claim.TaskID]
+			items[i].Err = cmp.Or(now[a.Claim.TaskID], damaged[a.Claim.TaskID])
 		}
 		for k, i := range idx {
 			items[i] = sub[k]
@@ -145,9 +184,16 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 			idx, acks := live()
 			sub := make([]core.ItemResult, len(acks))
 			readAcks := o.ackManyPiped(acks, sub, b)
+			ids := damagedIDs()
+			for _, id := range ids {
+				b.Queue(o.s.q.get, o.queue, []byte(id))
+			}
 			read := func(res pgx.BatchResults) error {
 				if err := readAcks(res); err != nil {
 					return ackErr(err)
+				}
+				if err := readDamaged(ids, func(string) (pgx.Rows, error) { return res.Query() }); err != nil {
+					return err
 				}
 				fill(idx, sub)
 				return nil
@@ -178,6 +224,10 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 		if err != nil {
 			return ackErr(err)
 		}
+		err = readDamaged(damagedIDs(), func(id string) (pgx.Rows, error) { return o.tx.Query(o.ctx, o.s.q.get, o.queue, []byte(id)) })
+		if err != nil {
+			return err
+		}
 		fill(idx, sub)
 		if p.Pop.N == 0 {
 			return nil
@@ -190,6 +240,9 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 		var di *damagedItem
 		if errors.As(err, &di) && damaged[di.d.id] == nil {
 			damaged[di.d.id] = decided(di.d)
+			if afterDamagedItem != nil {
+				afterDamagedItem()
+			}
 			continue
 		}
 		if err != nil {
@@ -208,6 +261,10 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 		return core.BatchResult{Now: now, Items: items, Claimed: claimed}, nil
 	}
 }
+
+// afterDamagedItem, when set (by tests), runs when an AckBatch is about to
+// run again without an item whose damaged record it met.
+var afterDamagedItem func()
 
 // damagedItem is what AckBatch's step returns when an item's statement met
 // its damaged record: the transaction is undone and the batch runs again

@@ -11,3 +11,10 @@ func (s *Store) Groups() int {
 	s.groups.Range(func(any, any) bool { n++; return true })
 	return n
 }
+
+// SetAfterDamagedItem makes f run when an AckBatch is about to run again
+// without an item whose damaged record it met; the returned func undoes it.
+func SetAfterDamagedItem(f func()) func() {
+	afterDamagedItem = f
+	return func() { afterDamagedItem = nil }
+}
