@@ -104,8 +104,17 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 				items[i].Err = err
 				continue
 			}
-			if d := damaged[c.TaskID]; d != nil {
-				items[i].Err = d
+			if damaged[c.TaskID] != nil {
+				// An earlier attempt met its damaged record: it is
+				// answered as of this transaction, since a scan may have
+				// set the record aside in between (a claim on a record
+				// set aside is ErrStaleClaim).
+				err := t.diagnoseClaim(model.OpAck, c)
+				var d *damagedError
+				if !isItemError(err) && !errors.As(err, &d) {
+					return err
+				}
+				items[i].Err = err
 				continue
 			}
 			v := base + int64(acked) + 1
@@ -149,6 +158,9 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 		var di *damagedItem
 		if errors.As(err, &di) && damaged[di.d.id] == nil {
 			damaged[di.d.id] = di.d
+			if afterDamagedItem != nil {
+				afterDamagedItem()
+			}
 			continue
 		}
 		if err != nil {
@@ -157,6 +169,10 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 		return core.BatchResult{Now: now, Items: items, Claimed: claimed}, nil
 	}
 }
+
+// afterDamagedItem, when set (by tests), runs when an AckBatch is about to
+// run again without an item whose damaged record it met.
+var afterDamagedItem func()
 
 // ackItem runs the guarded UPDATE of one AckBatch item, stamping the task
 // with version v, and returns the task as it leaves it; found is false when

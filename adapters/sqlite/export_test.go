@@ -14,3 +14,10 @@ const ApplicationID = applicationID
 // the store always owns the rows it draws from. Set it before the store's
 // first operation.
 func (s *Store) SetSharedFor(d time.Duration) { s.lazyAfter = d }
+
+// SetAfterDamagedItem makes f run when an AckBatch is about to run again
+// without an item whose damaged record it met; the returned func undoes it.
+func SetAfterDamagedItem(f func()) func() {
+	afterDamagedItem = f
+	return func() { afterDamagedItem = nil }
+}
