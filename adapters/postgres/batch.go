@@ -91,8 +91,9 @@ func (s *Store) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (co
 // statement, after the acks. An item that names a damaged record is
 // answered ErrCorrupt, whatever its token, and leaves the record as it is
 // (when its statement matched the record, the transaction is undone and the
-// batch runs again without that item); the other items are decided as if it
-// were not there. An error that is not an item's own (the transport, a
+// batch runs again without that item, whose record that transaction reads
+// again: ErrStaleClaim if it was set aside meanwhile); the other items are
+// decided as if it were not there. An error that is not an item's own (the transport, a
 // damaged sequence) fails the whole batch, which then changes nothing.
 func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.BatchResult, error) {
 	validate := func() error {
