@@ -343,6 +343,18 @@ end
 -- written.
 local function bulk(cmd, key, list, stride, first)
   local per = 1000 * stride
+  if #list <= per then
+    if first then
+      local r
+      if key then r = redis.pcall(cmd, key, unpack(list)) else r = redis.pcall(cmd, unpack(list)) end
+      if type(r) == 'table' and r.err then refuse(CORRUPT, key, r.err) end
+    elseif key then
+      redis.call(cmd, key, unpack(list))
+    else
+      redis.call(cmd, unpack(list))
+    end
+    return
+  end
   for i = 1, #list, per do
     local args = {cmd}
     if key then args[2] = key end
@@ -449,24 +461,33 @@ end
 local function check_all(ts, got)
   if #ts == 1 then return check_indexed(ts[1], got and got[1]) end
   local by = {}
-  local function add(k, t)
-    local l = by[k]
-    if not l then l = {ids = {}, ts = {}}; by[k] = l end
-    l.ids[#l.ids + 1] = t.id
-    l.ts[#l.ts + 1] = t
-  end
-  for i, t in ipairs(ts) do
+  for i = 1, #ts do
+    local t = ts[i]
     local o = ORDER[t.state]
-    if not o then
-      -- quarantined: in no order index
-    elseif got and got[i] ~= nil then
-      if not got[i] or tonumber(got[i]) ~= score(t) then
-        bad(t, 'not in ' .. KEYS[o] .. ' at its score (found ' .. tostring(got[i]) .. ')')
+    if o then
+      local g = got and got[i]
+      if g ~= nil then
+        if not g or tonumber(g) ~= score(t) then
+          bad(t, 'not in ' .. KEYS[o] .. ' at its score (found ' .. tostring(g) .. ')')
+        end
+      else
+        local l = by[o]
+        if l then
+          l.ids[#l.ids + 1] = t.id
+          l.ts[#l.ts + 1] = t
+        else
+          by[o] = {ids = {t.id}, ts = {t}}
+        end
       end
-    else
-      add(o, t)
+      local k = IDS[t.state]
+      local l = by[k]
+      if l then
+        l.ids[#l.ids + 1] = t.id
+        l.ts[#l.ts + 1] = t
+      else
+        by[k] = {ids = {t.id}, ts = {t}}
+      end
     end
-    if o then add(IDS[t.state], t) end
   end
   for k, l in pairs(by) do
     local r = scores(k, l.ids)
@@ -988,32 +1009,43 @@ local function store_all(ts)
     return
   end
   local rems, adds, mset = {}, {}, {}
-  local function list(m, k)
-    local l = m[k]
-    if not l then l = {}; m[k] = l end
-    return l
-  end
-  for _, t in ipairs(ts) do
-    local was, o = t.was, ORDER[t.state]
-    if was and ORDER[was] ~= o then
-      local l = list(rems, ORDER[was])
-      l[#l + 1] = t.id
-    end
-    if was ~= t.state then
-      if was then
-        local l = list(rems, IDS[was])
-        l[#l + 1] = t.id
+  for x = 1, n do
+    local t = ts[x]
+    local was, st, id = t.was, t.state, t.id
+    local o = ORDER[st]
+    if was then
+      local wo = ORDER[was]
+      if wo ~= o then
+        local l = rems[wo]
+        if l then l[#l + 1] = id else rems[wo] = {id} end
       end
-      local l = list(adds, IDS[t.state])
-      l[#l + 1] = '0'
-      l[#l + 1] = t.id
+      if was ~= st then
+        local wi = IDS[was]
+        local l = rems[wi]
+        if l then l[#l + 1] = id else rems[wi] = {id} end
+      end
     end
-    local l = list(adds, o)
-    l[#l + 1] = fmt(score(t))
-    l[#l + 1] = t.id
+    if was ~= st then
+      local si = IDS[st]
+      local l = adds[si]
+      if l then
+        l[#l + 1] = '0'
+        l[#l + 1] = id
+      else
+        adds[si] = {'0', id}
+      end
+    end
+    local sc = fmt(score(t))
+    local l = adds[o]
+    if l then
+      l[#l + 1] = sc
+      l[#l + 1] = id
+    else
+      adds[o] = {sc, id}
+    end
     pack(t)
-    mset[#mset + 1] = t.key
-    mset[#mset + 1] = t.packed
+    mset[2 * x - 1] = t.key
+    mset[2 * x] = t.packed
   end
   local unchecked
   for k in pairs(adds) do
