@@ -1,0 +1,77 @@
+// Package damagetest holds a scenario of damaged records that the SQLite
+// and PostgreSQL adapters run through test hooks of their own: the moment
+// between an AckBatch's undone attempt and the one that commits.
+package damagetest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/model"
+)
+
+// Store is a store with AckBatch.
+type Store interface {
+	core.Store
+	core.BatchStore
+}
+
+// AckBatchAnsweredAsOfTheCommittingTransaction checks an AckBatch that
+// meets an item's damaged record and runs again without it, when a scan
+// sets the record aside in between: the item is answered as of the
+// transaction that commits, and a claim on a record set aside is
+// ErrStaleClaim, not ErrCorrupt (the batch's claims are stamped after the
+// scan's, so the batch takes effect after the record was set aside).
+//
+// open returns an empty store on clock; damage damages the record of a
+// task the way the adapter's damage hook does; between makes its function
+// run when an AckBatch is about to run again without a damaged item, and
+// returns the function that undoes that.
+func AckBatchAnsweredAsOfTheCommittingTransaction(t *testing.T, open func(clock core.Clock) Store, damage func(s Store, queue, id string), between func(f func()) (undo func())) {
+	t.Helper()
+	ctx := context.Background()
+	clock := core.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := open(clock)
+	for _, id := range []string{"a", "b"} {
+		if _, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "q", EnqueueArgs: model.EnqueueArgs{ID: id, MaxAttempts: 2}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	popped, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Second, N: 1})
+	if err != nil || len(popped.Tasks) != 1 || popped.Tasks[0].ID != "a" {
+		t.Fatalf("Pop: %+v, %v", popped, err)
+	}
+	claim := popped.Tasks[0].Claim()
+	damage(s, "q", "a")
+	scanned := false
+	defer between(func() {
+		if scanned {
+			return
+		}
+		scanned = true
+		clock.Advance(2 * time.Second)
+		if _, err := s.ClaimExpired(ctx, core.ClaimExpiredParams{Queue: "q", ClaimTTL: time.Second}); err != nil {
+			t.Errorf("ClaimExpired: %v", err)
+		}
+	})()
+	res, err := s.AckBatch(ctx, core.AckBatchParams{Queue: "q", Acks: []core.AckItem{{Claim: claim}}, Pop: core.AckPop{Lease: time.Second, N: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !scanned {
+		t.Fatal("the AckBatch did not meet the damaged record")
+	}
+	if err := res.Items[0].Err; !errors.Is(err, core.ErrStaleClaim) || errors.Is(err, core.ErrCorrupt) {
+		t.Fatalf("the item on the record set aside: %v, want ErrStaleClaim", err)
+	}
+	if len(res.Claimed) != 1 || res.Claimed[0].ID != "b" {
+		t.Fatalf("claimed %+v, want b", res.Claimed)
+	}
+	got, err := s.Get(ctx, core.GetParams{Queue: "q", ID: "a"})
+	if err != nil || got.State != model.Quarantined {
+		t.Fatalf("Get(a): %+v, %v; want it set aside", got, err)
+	}
+}
