@@ -206,10 +206,11 @@ type Worker struct {
 	callCtx    context.Context
 	callEnd    time.Time
 	callCancel context.CancelFunc
-	hard        chan struct{}      // closed: Shutdown's deadline passed
-	hardOnce    sync.Once
-	heldMu      sync.Mutex
-	held        []Claim // claims left to lapse by a hard stop
+
+	hard     chan struct{} // closed: Shutdown's deadline passed
+	hardOnce sync.Once
+	heldMu   sync.Mutex
+	held     []Claim // claims left to lapse by a hard stop
 }
 
 // AckLinger is the longest a Worker on a BatchStore holds a handler's
