@@ -149,7 +149,8 @@ const (
 // longer than the lease keeps the task.
 //
 // Every store call has a deadline: a Pop and a decision (Ack, Fail, Retry)
-// the lease, a heartbeat what is left of the lease it renews (at least one
+// the lease (between 15/16 of a lease and a whole lease from the call's
+// start: such calls share one deadline, moved on as time passes), a heartbeat what is left of the lease it renews (at least one
 // heartbeat interval). The deadlines are real time, so they apply with
 // SystemClock (the default); with another Clock, whose durations need not
 // pass in real time, only Shutdown's deadline bounds a call.
@@ -406,9 +407,9 @@ func (w *Worker) heldClaims() []Claim {
 
 // call returns the context of one store call: a child of the worker's call
 // context with a deadline d from now. The calls bounded by the lease share
-// one such context while its deadline is at least callSlack short of a
-// lease away, so such a call has between (1 - 1/callSlack) lease and one
-// lease: a context with a deadline of its own per call costs a runtime
+// one such context as long as its deadline is at most 1/callSlack of a
+// lease short of a lease away, so such a call has between (1 - 1/callSlack)
+// lease and one lease: a context with a deadline of its own per call costs a runtime
 // timer, whose arming wakes an idle thread of the Go runtime, at every
 // call (6.6% of the Worker's CPU at concurrency 1 on Redis).
 func (w *Worker) call(d time.Duration) (context.Context, context.CancelFunc) {
