@@ -664,7 +664,11 @@ func (o *opTx) lock(flags lockFlags) error {
 		// operation of the transaction was called.
 		clientNow = micros(model.Round(o.s.clock.Now()))
 	}
-	b.Queue(o.s.q.dbNow, clientNow)
+	if o.begin {
+		b.Queue(o.s.q.dbNowOwn, clientNow)
+	} else {
+		b.Queue(o.s.q.dbNow, clientNow)
+	}
 	b.Queue(o.s.q.anyTask, o.queue)
 	notify := flags&lockNotify != 0 && o.s.notifier != nil
 	if notify {

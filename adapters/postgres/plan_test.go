@@ -1,0 +1,119 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/adapters/postgres"
+	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/model"
+)
+
+// A connection that ran AckBatch while the tasks table was small goes on
+// reading the claimed tasks without a sequential scan of the table once it
+// has grown: a prepared statement's cached generic plan, made on the small
+// table, must not stay one that scans the whole table (it did: a hash join
+// on ctid over a sequential scan, 8 ms an AckBatch of 8 at 100 000 rows).
+// The table's sequential scans are counted by the server's statistics.
+func TestAckBatchKeepsOffSequentialScansAfterTheTableGrows(t *testing.T) {
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1 // every statement of the store on one connection, and its plan cache
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	schema := pgtest.Take()
+	defer pgtest.Give(t, schema)
+	s, err := postgres.New(ctx, pool, postgres.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	fill := func(prefix string, n int) {
+		t.Helper()
+		for i := 0; i < n; i += core.MaxBatch {
+			var tasks []model.EnqueueArgs
+			for j := i; j < min(n, i+core.MaxBatch); j++ {
+				tasks = append(tasks, model.EnqueueArgs{ID: fmt.Sprintf("%s%06d", prefix, j), MaxAttempts: 1})
+			}
+			res, err := s.EnqueueBatch(ctx, core.EnqueueBatchParams{Queue: "q", Tasks: tasks})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, it := range res.Items {
+				if it.Err != nil {
+					t.Fatal(it.Err)
+				}
+			}
+		}
+	}
+	r, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Minute, N: 1})
+	if err != nil || len(r.Tasks) != 0 {
+		t.Fatalf("Pop on an empty queue: %d tasks, %v", len(r.Tasks), err)
+	}
+	fill("a", 100)
+	r, err = s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Minute, N: 8})
+	if err != nil || len(r.Tasks) != 8 {
+		t.Fatalf("Pop: %d tasks, %v", len(r.Tasks), err)
+	}
+	held := r.Tasks
+	cycles := func(n int) {
+		t.Helper()
+		for range n {
+			acks := make([]core.AckItem, len(held))
+			for i, h := range held {
+				acks[i] = core.AckItem{Claim: h.Claim()}
+			}
+			res, err := s.AckBatch(ctx, core.AckBatchParams{Queue: "q", Acks: acks, Pop: core.AckPop{Lease: time.Minute, N: 8}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, it := range res.Items {
+				if it.Err != nil {
+					t.Fatalf("item %d: %v", i, it.Err)
+				}
+			}
+			if len(res.Claimed) != 8 {
+				t.Fatalf("AckBatch claimed %d tasks, want 8", len(res.Claimed))
+			}
+			held = res.Claimed
+		}
+	}
+	cycles(10) // the plans are made and cached on the small table
+	fill("b", 5000)
+
+	// seqScans is the number of sequential scans of the tasks table the
+	// server counted, the store's connection's included: it is told to
+	// flush its statistics at its next statement, which is then run.
+	seqScans := func() int64 {
+		t.Helper()
+		if _, err := pool.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, `SELECT 1`); err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		if err := pool.QueryRow(ctx, `SELECT seq_scan FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'tasks'`, schema).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := seqScans()
+	const n = 30
+	cycles(n)
+	if d := seqScans() - before; d > 0 {
+		t.Fatalf("%d AckBatches of 8 on a table of 5 100 tasks started %d sequential scans of it, want none", n, d)
+	}
+}
