@@ -150,8 +150,9 @@ const (
 //
 // Every store call has a deadline: a Pop and a decision (Ack, Fail, Retry)
 // the lease (between 15/16 of a lease and a whole lease from the call's
-// start: such calls share one deadline, moved on as time passes), a heartbeat what is left of the lease it renews (at least one
-// heartbeat interval). The deadlines are real time, so they apply with
+// start: such calls share one deadline, moved on as time passes), a
+// heartbeat what is left of the lease it renews (at least one heartbeat
+// interval). The deadlines are real time, so they apply with
 // SystemClock (the default); with another Clock, whose durations need not
 // pass in real time, only Shutdown's deadline bounds a call.
 //
@@ -200,9 +201,9 @@ type Worker struct {
 
 	calls       context.Context    // every store call's parent: cancelled by a hard stop
 	cancelCalls context.CancelFunc // set by Run
-	// The context the store calls bounded by the lease share (see call),
-	// its deadline, and its cancel, kept until the worker's call context
-	// ends it.
+	// The context the store calls bounded by the lease share (see call)
+	// and its deadline. Each one it replaces ends at its own deadline or
+	// with calls; callCancel, the current one's, is called when Run ends.
 	callMu     sync.Mutex
 	callCtx    context.Context
 	callEnd    time.Time
@@ -318,6 +319,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Unlock()
 	defer close(w.done)
 	defer w.cancelCalls()
+	defer func() {
+		w.callMu.Lock()
+		defer w.callMu.Unlock()
+		if w.callCancel != nil {
+			w.callCancel()
+		}
+	}()
 
 	w.logger.InfoContext(ctx, "worker started", "concurrency", w.concurrency, "lease", w.lease)
 	base := context.WithoutCancel(ctx)
@@ -409,9 +417,9 @@ func (w *Worker) heldClaims() []Claim {
 // context with a deadline d from now. The calls bounded by the lease share
 // one such context as long as its deadline is at most 1/callSlack of a
 // lease short of a lease away, so such a call has between (1 - 1/callSlack)
-// lease and one lease: a context with a deadline of its own per call costs a runtime
-// timer, whose arming wakes an idle thread of the Go runtime, at every
-// call (6.6% of the Worker's CPU at concurrency 1 on Redis).
+// lease and one lease. A context with a deadline of its own per call costs
+// a runtime timer, whose arming wakes an idle thread of the Go runtime, at
+// every call (6.6% of the Worker's CPU at concurrency 1 on Redis).
 func (w *Worker) call(d time.Duration) (context.Context, context.CancelFunc) {
 	if _, system := w.clock.(SystemClock); !system || d != w.lease {
 		return callContext(w.calls, w.clock, d)
