@@ -39,14 +39,15 @@ import (
 
 func main() {
 	n := flag.Int("n", 500, "calls (or tasks) per phase")
-	only := flag.String("only", "", "the phases to measure, comma separated: enqueue, ackpop, pop, ack, extend, enqueuebatch10, pop10, ackbatch10 (default all)")
+	only := flag.String("only", "", "the phases to measure, comma separated: enqueue, ackpop, ackpop8, pop, ack, extend, enqueuebatch10, pop10, ackbatch10 (default all)")
+	keep := flag.String("keep", "", "a directory to copy callgrind's dumps to, one per phase, for callgrind_annotate")
 	flag.Parse()
-	if err := run(*n, *only); err != nil {
+	if err := run(*n, *only, *keep); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(n int, only string) error {
+func run(n int, only, keep string) error {
 	want := func(p string) bool { return only == "" || slices.Contains(strings.Split(only, ","), p) }
 	dir, err := os.MkdirTemp("", "leasehold-instructions-")
 	if err != nil {
@@ -81,7 +82,7 @@ func run(n int, only string) error {
 	if err := s.Preload(ctx); err != nil {
 		return err
 	}
-	m := meter{c: c, pid: strconv.Itoa(cmd.Process.Pid), dir: dir}
+	m := meter{c: c, pid: strconv.Itoa(cmd.Process.Pid), dir: dir, keep: keep}
 	args := func(prefix string, i int) model.EnqueueArgs {
 		return model.EnqueueArgs{ID: fmt.Sprintf("%s%09d", prefix, i), Payload: []byte("payload"), MaxAttempts: 3}
 	}
@@ -130,6 +131,41 @@ func run(n int, only string) error {
 			})
 		},
 	}
+	// A concurrency-8 Worker's cycle: one AckBatch that acknowledges the 8
+	// tasks claimed before and claims the next 8; figures per task.
+	steps = append(steps, func() error {
+		const k = 8
+		m := n - n%k
+		for i := range m + k {
+			if err := enqueue("w", "w", i); err != nil {
+				return err
+			}
+		}
+		r, err := s.Pop(ctx, core.PopParams{Queue: "w", Lease: time.Minute, N: k})
+		if err != nil || len(r.Tasks) != k {
+			return fmt.Errorf("pop: %d tasks, %v", len(r.Tasks), err)
+		}
+		held := r.Tasks
+		return phase("ackpop8", m, func() error {
+			for range m / k {
+				acks := make([]core.AckItem, len(held))
+				for i, t := range held {
+					acks[i] = core.AckItem{Claim: t.Claim(), Result: []byte("ok")}
+				}
+				res, err := s.AckBatch(ctx, core.AckBatchParams{Queue: "w", Acks: acks, Pop: core.AckPop{Lease: time.Minute, N: k}})
+				if err != nil || len(res.Claimed) != k {
+					return fmt.Errorf("ackpop8: %d claimed, %v", len(res.Claimed), err)
+				}
+				for _, it := range res.Items {
+					if it.Err != nil {
+						return fmt.Errorf("ackpop8: %v", it.Err)
+					}
+				}
+				held = res.Claimed
+			}
+			return nil
+		})
+	})
 	var claims []core.Claim
 	steps = append(steps,
 		func() error {
@@ -236,9 +272,10 @@ func run(n int, only string) error {
 
 // meter reads the server's statistics around a phase.
 type meter struct {
-	c   *goredis.Client
-	pid string
-	dir string
+	c    *goredis.Client
+	pid  string
+	dir  string
+	keep string // where to copy each phase's dump, or ""
 }
 
 var callsRE = regexp.MustCompile(`calls=(\d+)`)
@@ -289,7 +326,7 @@ func (m meter) measure(name string, ops int, f func() error) error {
 	}) {
 		detail = append(detail, fmt.Sprintf("%s %.2f", k, float64(per[k])/float64(ops)))
 	}
-	total, fcall, err := m.lastDump()
+	total, fcall, err := m.lastDump(name)
 	if err != nil {
 		return err
 	}
@@ -299,8 +336,9 @@ func (m meter) measure(name string, ops int, f func() error) error {
 }
 
 // lastDump returns the total instructions of callgrind's last dump and
-// those of fcallCommand, inclusive.
-func (m meter) lastDump() (total, fcall int64, err error) {
+// those of fcallCommand, inclusive, and copies it to m.keep as
+// callgrind.<phase> when m.keep is set.
+func (m meter) lastDump(phase string) (total, fcall int64, err error) {
 	var files []string
 	for range 100 {
 		files, _ = filepath.Glob(filepath.Join(m.dir, "cg.out.*"))
@@ -314,7 +352,17 @@ func (m meter) lastDump() (total, fcall int64, err error) {
 	}
 	part := func(f string) int { v, _ := strconv.Atoi(f[strings.LastIndex(f, ".")+1:]); return v }
 	sort.Slice(files, func(i, j int) bool { return part(files[i]) < part(files[j]) })
-	out, err := exec.Command("callgrind_annotate", "--inclusive=yes", "--threshold=100", files[len(files)-1]).Output()
+	last := files[len(files)-1]
+	if m.keep != "" {
+		b, err := os.ReadFile(last)
+		if err != nil {
+			return 0, 0, err
+		}
+		if err := os.WriteFile(filepath.Join(m.keep, "callgrind."+phase), b, 0o644); err != nil {
+			return 0, 0, err
+		}
+	}
+	out, err := exec.Command("callgrind_annotate", "--inclusive=yes", "--threshold=100", last).Output()
 	if err != nil {
 		return 0, 0, fmt.Errorf("callgrind_annotate: %w", err)
 	}
