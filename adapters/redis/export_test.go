@@ -12,12 +12,17 @@ var StoredFields = []string{"payload", "priority", "state", "attempt", "max_atte
 	"version", "token", "enqueued_at", "run_after", "claimed_at", "deadline",
 	"finished_at", "errors", "result", "timeout"}
 
-// UnpackValues decodes a packed task (a MessagePack array).
+// UnpackValues decodes a packed task, of either form (lua/lib.lua).
 func UnpackValues(b string) ([]any, bool) { return unpackValues(b) }
 
-// PackValues encodes values (string, int64, int, float64, bool) as
-// cmsgpack packs a Lua list of them.
-func PackValues(values []any) string {
+// PackValues encodes values (string, int64, int, float64, bool) as the
+// store packs a task: as cmsgpack packs them given as arguments, one after
+// the other.
+func PackValues(values []any) string { return string(appendValues(nil, values)) }
+
+// PackArray encodes values as cmsgpack packs a Lua list of them: the form
+// in which earlier versions of the store packed a task.
+func PackArray(values []any) string {
 	var out []byte
 	if n := len(values); n <= 15 {
 		out = append(out, 0x90|byte(n))
@@ -25,6 +30,10 @@ func PackValues(values []any) string {
 		out = append(out, 0xdc)
 		out = binary.BigEndian.AppendUint16(out, uint16(n))
 	}
+	return string(appendValues(out, values))
+}
+
+func appendValues(out []byte, values []any) []byte {
 	for _, v := range values {
 		switch v := v.(type) {
 		case string:
@@ -63,7 +72,7 @@ func PackValues(values []any) string {
 			panic(fmt.Sprintf("PackValues: %T", v))
 		}
 	}
-	return string(out)
+	return out
 }
 
 // Batched returns how many Enqueue calls the store has sent in a batch of

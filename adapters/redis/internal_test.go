@@ -101,40 +101,49 @@ func TestReturnCodesMapToTheirErrors(t *testing.T) {
 	}
 }
 
-// A reply that does not decode is an error, never a panic.
+// A reply that does not decode is an error, never a panic. A task packed
+// in either form (the values one after the other, or the array earlier
+// versions wrote) decodes the same.
 func TestMalformedRepliesDoNotDecode(t *testing.T) {
 	fields := []any{"p", int64(0), "ready", int64(0), int64(1), int64(3), int64(0), int64(1000), false, false, false, false, "", "", "3153600000000000000"}
 	good := []string{"t1", PackValues(fields)}
-	if task, err := decodeTask("q", good); err != nil || string(task.Payload) != "p" || task.Version != 3 || task.Timeout != model.MaxDuration {
-		t.Fatalf("good task: %+v, %v", task, err)
-	}
-	// A record of the layout before the attempt timeout: timeout 0.
-	if task, err := decodeTask("q", []string{"t1", PackValues(fields[:14])}); err != nil || task.Version != 3 || task.Timeout != 0 {
-		t.Fatalf("14-field task: %+v, %v", task, err)
-	}
-	bads := []struct {
-		i int
-		v any
-	}{{0, int64(1)}, {1, "0"}, {2, "nope"}, {3, int64(-1)}, {4, int64(0)}, {5, int64(0)}, {6, 1.5}, {7, false}, {8, true},
-		{10, uint64(1) << 63}, {12, "1 2 0 5:ab"}, {13, false},
-		{14, "0"}, {14, "-1"}, {14, "01"}, {14, "1.5"}, {14, int64(5)}, {14, false}, {14, "3153600000000000001"}, {14, "99999999999999999999"}}
-	for _, b := range bads {
-		bad := append([]any(nil), fields...)
-		bad[b.i] = b.v
-		if _, err := decodeTask("q", []string{"t1", PackValues(bad)}); !errors.Is(err, core.ErrCorrupt) {
-			t.Errorf("field %d = %v: %v, want ErrCorrupt", b.i, b.v, err)
+	for _, form := range []struct {
+		name string
+		pack func([]any) string
+	}{{"values", PackValues}, {"array", PackArray}} {
+		pack := form.pack
+		if task, err := decodeTask("q", []string{"t1", pack(fields)}); err != nil || string(task.Payload) != "p" || task.Version != 3 || task.Timeout != model.MaxDuration {
+			t.Fatalf("%s: good task: %+v, %v", form.name, task, err)
 		}
-	}
-	for _, packed := range []string{"", "x", PackValues(fields[:13]), PackValues(append(fields[:15:15], "")), PackValues(fields)[:20], PackValues(fields) + "\xa0", "\xdc\xff\xff", "\x91\xc1"} {
-		if _, err := decodeTask("q", []string{"t1", packed}); !errors.Is(err, core.ErrCorrupt) {
-			t.Errorf("packed value %q: %v, want ErrCorrupt", packed, err)
+		// A record of the layout before the attempt timeout: timeout 0.
+		if task, err := decodeTask("q", []string{"t1", pack(fields[:14])}); err != nil || task.Version != 3 || task.Timeout != 0 {
+			t.Fatalf("%s: 14-field task: %+v, %v", form.name, task, err)
 		}
-	}
-	long := strings.Repeat("x", 70000)
-	for _, f := range [][]any{fields, {long, "", strings.Repeat("y", 300), int64(-5), int64(-200), int64(1) << 40, 0.5, true}, {}} {
-		got, ok := unpackValues(PackValues(f))
-		if !ok || !slices.Equal(got, f) {
-			t.Errorf("unpack(pack(%v)) = %v, %v", len(f), len(got), ok)
+		bads := []struct {
+			i int
+			v any
+		}{{0, int64(1)}, {1, "0"}, {2, "nope"}, {3, int64(-1)}, {4, int64(0)}, {5, int64(0)}, {6, 1.5}, {7, false}, {8, true},
+			{10, uint64(1) << 63}, {12, "1 2 0 5:ab"}, {13, false},
+			{14, "0"}, {14, "-1"}, {14, "01"}, {14, "1.5"}, {14, int64(5)}, {14, false}, {14, "3153600000000000001"}, {14, "99999999999999999999"}}
+		for _, b := range bads {
+			bad := append([]any(nil), fields...)
+			bad[b.i] = b.v
+			if _, err := decodeTask("q", []string{"t1", pack(bad)}); !errors.Is(err, core.ErrCorrupt) {
+				t.Errorf("%s: field %d = %v: %v, want ErrCorrupt", form.name, b.i, b.v, err)
+			}
+		}
+		for _, packed := range []string{"", "x", pack(fields[:13]), pack(append(fields[:15:15], "")), pack(fields)[:20], pack(fields) + "\xa0", "\xdc\xff\xff", "\x91\xc1",
+			PackArray(fields) + PackValues(fields[:1]), PackValues(fields[:1]) + PackArray(fields[1:])} {
+			if _, err := decodeTask("q", []string{"t1", packed}); !errors.Is(err, core.ErrCorrupt) {
+				t.Errorf("%s: packed value %q: %v, want ErrCorrupt", form.name, packed, err)
+			}
+		}
+		long := strings.Repeat("x", 70000)
+		for _, f := range [][]any{fields, {long, "", strings.Repeat("y", 300), int64(-5), int64(-200), int64(1) << 40, 0.5, true}} {
+			got, ok := unpackValues(pack(f))
+			if !ok || !slices.Equal(got, f) {
+				t.Errorf("%s: unpack(pack(%v)) = %v, %v", form.name, len(f), len(got), ok)
+			}
 		}
 	}
 	if _, err := decodeTasks("q", good[:1]); err == nil {

@@ -445,9 +445,11 @@ func decodeTasks(queue string, f []string) ([]core.Task, error) {
 	return out, nil
 }
 
-// unpackValues decodes a MessagePack array whose elements are strings,
-// integers, doubles or booleans (what cmsgpack packs for a Lua list of
-// strings, numbers and booleans): string, int64, float64 or bool each.
+// unpackValues decodes a packed task (lua/lib.lua): MessagePack values one
+// after the other, or, as earlier versions of the store wrote them, one
+// MessagePack array of them. The values are strings, integers, doubles or
+// booleans (what cmsgpack packs for Lua strings, numbers and booleans):
+// string, int64, float64 or bool each.
 func unpackValues(b string) ([]any, bool) {
 	pos := 0
 	uint := func(n int) (uint64, bool) {
@@ -459,6 +461,66 @@ func unpackValues(b string) ([]any, bool) {
 			v = v<<8 | uint64(c)
 		}
 		pos += n
+		return v, true
+	}
+	// value decodes the value at pos.
+	value := func() (any, bool) {
+		if pos >= len(b) {
+			return nil, false
+		}
+		c := b[pos]
+		pos++
+		var l uint64
+		ok := true
+		switch {
+		case c <= 0x7f:
+			return int64(c), true
+		case c >= 0xe0:
+			return int64(int8(c)), true
+		case c == 0xc2 || c == 0xc3:
+			return c == 0xc3, true
+		case c >= 0xcc && c <= 0xcf: // uint 8..64
+			v, ok := uint(1 << (c - 0xcc))
+			if !ok || v > 1<<63-1 {
+				return nil, false
+			}
+			return int64(v), true
+		case c >= 0xd0 && c <= 0xd3: // int 8..64
+			size := 1 << (c - 0xd0)
+			v, ok := uint(size)
+			if !ok {
+				return nil, false
+			}
+			shift := 64 - 8*size
+			return int64(v<<shift) >> shift, true
+		case c == 0xca:
+			v, ok := uint(4)
+			if !ok {
+				return nil, false
+			}
+			return float64(math.Float32frombits(uint32(v))), true
+		case c == 0xcb:
+			v, ok := uint(8)
+			if !ok {
+				return nil, false
+			}
+			return math.Float64frombits(v), true
+		case c&0xe0 == 0xa0:
+			l = uint64(c & 0x1f)
+		case c == 0xd9:
+			l, ok = uint(1)
+		case c == 0xda:
+			l, ok = uint(2)
+		case c == 0xdb:
+			l, ok = uint(4)
+		default:
+			return nil, false
+		}
+		if !ok || l > uint64(len(b)-pos) {
+			return nil, false
+		}
+		v := b[pos : pos+int(l)]
+		pos += int(l)
 		return v, true
 	}
 	if len(b) == 0 {
@@ -476,76 +538,25 @@ func unpackValues(b string) ([]any, bool) {
 	case c == 0xdd:
 		pos = 1
 		n, ok = uint(4)
-	default:
-		return nil, false
+	default: // the values one after the other
+		var out []any
+		for pos < len(b) {
+			v, ok := value()
+			if !ok {
+				return nil, false
+			}
+			out = append(out, v)
+		}
+		return out, true
 	}
 	if !ok || n > uint64(len(b)) {
 		return nil, false
 	}
 	out := make([]any, n)
 	for i := range out {
-		if pos >= len(b) {
+		if out[i], ok = value(); !ok {
 			return nil, false
 		}
-		c := b[pos]
-		pos++
-		var l uint64
-		switch {
-		case c <= 0x7f:
-			out[i] = int64(c)
-			continue
-		case c >= 0xe0:
-			out[i] = int64(int8(c))
-			continue
-		case c == 0xc2 || c == 0xc3:
-			out[i] = c == 0xc3
-			continue
-		case c >= 0xcc && c <= 0xcf: // uint 8..64
-			v, ok := uint(1 << (c - 0xcc))
-			if !ok || v > 1<<63-1 {
-				return nil, false
-			}
-			out[i] = int64(v)
-			continue
-		case c >= 0xd0 && c <= 0xd3: // int 8..64
-			size := 1 << (c - 0xd0)
-			v, ok := uint(size)
-			if !ok {
-				return nil, false
-			}
-			shift := 64 - 8*size
-			out[i] = int64(v<<shift) >> shift
-			continue
-		case c == 0xca:
-			v, ok := uint(4)
-			if !ok {
-				return nil, false
-			}
-			out[i] = float64(math.Float32frombits(uint32(v)))
-			continue
-		case c == 0xcb:
-			v, ok := uint(8)
-			if !ok {
-				return nil, false
-			}
-			out[i] = math.Float64frombits(v)
-			continue
-		case c&0xe0 == 0xa0:
-			l = uint64(c & 0x1f)
-		case c == 0xd9:
-			l, ok = uint(1)
-		case c == 0xda:
-			l, ok = uint(2)
-		case c == 0xdb:
-			l, ok = uint(4)
-		default:
-			return nil, false
-		}
-		if !ok || l > uint64(len(b)-pos) {
-			return nil, false
-		}
-		out[i] = b[pos : pos+int(l)]
-		pos += int(l)
 	}
 	return out, pos == len(b)
 }

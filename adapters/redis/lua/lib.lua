@@ -59,10 +59,10 @@ local MAX_SAFE = 9007199254740991
 local VERSION_LIMIT = 68719476736
 local MAX_PRIORITY, MIN_PRIORITY = 32767, -32768
 
--- A task is stored as one string, its packed value: a MessagePack array
--- (cmsgpack) of its fields in this order. payload, state, errors and result
--- are strings, the other fields integers (times in µs), the times other
--- than enqueued_at false when unset:
+-- A task is stored as one string, its packed value: its fields as
+-- MessagePack values (cmsgpack), one after the other, in this order.
+-- payload, state, errors and result are strings, the other fields integers
+-- (times in µs), the times other than enqueued_at false when unset:
 --   payload, priority, state, attempt, max_attempts, version, token,
 --   enqueued_at, run_after, claimed_at, deadline, finished_at, errors,
 --   result, timeout
@@ -71,6 +71,14 @@ local MAX_PRIORITY, MIN_PRIORITY = 32767, -32768
 -- before it reads as timeout ''. A task with a unique key has two fields
 -- more: unique_key (a string, never '') and unique_until (µs, false while
 -- pending); a task without one has none, so it costs nothing.
+--
+-- Records written by earlier versions of the store hold the same fields as one
+-- MessagePack array; they read the same (parse_task) and are written back
+-- in the form above. The values one after the other unpack as that many
+-- Lua values, with no table to build and collect: a table costs the
+-- server several times what the values in it do. A record of either form
+-- starts with a different byte (an array's header, or the payload's string
+-- header), so the two never read as each other.
 
 -- The order index and the ID index of each state (indexes into KEYS).
 local ORDER = {scheduled = 3, ready = 2, running = 4, succeeded = 5, failed = 5}
@@ -228,6 +236,23 @@ end
 -- bad_field refuses a task whose field f holds n.
 local function bad_field(key, f, n) refuse(CORRUPT, key, 'field ' .. f .. ' = ' .. tostring(n)) end
 
+-- counted returns the number of its arguments, then them.
+local function counted(...) return select('#', ...), ... end
+
+-- unpack_counted unpacks the MessagePack values of v: their number, then
+-- them (a record of the array form is one value, a table).
+local function unpack_counted(v) return counted(cmsgpack.unpack(v)) end
+
+-- record_fields returns the fields of a packed record as a list, in either
+-- form (see above), or nil when it does not unpack: for the paths that
+-- read a field or two of a record they do not parse.
+local function record_fields(v)
+  local ok, n, a = pcall(unpack_counted, v)
+  if not ok or n == 0 then return nil end
+  if n == 1 and type(a) == 'table' then return a end
+  return {select(2, unpack_counted(v))}
+end
+
 -- parse_task checks the packed value v of the task at key and returns a
 -- table of its fields (and packed: v). Anything that does not parse, or
 -- breaks a rule every task keeps, refuses with CORRUPT. This runs for every
@@ -235,18 +260,23 @@ local function bad_field(key, f, n) refuse(CORRUPT, key, 'field ' .. f .. ' = ' 
 -- with no function call but type (a call costs a Lua function several
 -- times what its comparisons do), and builds the table once, at the end.
 local function parse_task(key, id, v, seq)
-  local ok, a, extra = pcall(cmsgpack.unpack, v)
-  if not ok or type(a) ~= 'table' or extra ~= nil then refuse(CORRUPT, key, 'not a packed task') end
-  local n = #a
-  if n ~= 15 and n ~= 14 and n ~= 17 then
+  local ok, n, payload, priority, state, attempt, max_attempts, version, token, enqueued_at,
+    run_after, claimed_at, deadline, finished_at, errors, result, timeout, unique_key, unique_until =
+    pcall(unpack_counted, v)
+  if not ok or n == 0 then refuse(CORRUPT, key, 'not a packed task') end
+  if type(payload) == 'table' then
+    -- The array form (see above), a quarantine record included.
+    if n ~= 1 then refuse(CORRUPT, key, 'not a packed task') end
+    local a = payload
+    n = #a
     if n == 3 and a[1] == 'quarantined' and type(a[2]) == 'string' then
       return {key = key, id = id, packed = v, state = 'quarantined', reason = a[2], version = 0, token = 0}
     end
-    refuse(CORRUPT, key, 'not a packed task')
+    payload, priority, state, attempt, max_attempts, version, token, enqueued_at,
+      run_after, claimed_at, deadline, finished_at, errors, result, timeout, unique_key, unique_until =
+      a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17]
   end
-  local payload, priority, state, attempt, max_attempts, version, token, enqueued_at,
-    run_after, claimed_at, deadline, finished_at, errors, result, timeout, unique_key, unique_until =
-    a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15], a[16], a[17]
+  if n ~= 15 and n ~= 14 and n ~= 17 then refuse(CORRUPT, key, 'not a packed task') end
   if n == 17 then
     if type(unique_key) ~= 'string' or unique_key == '' then bad_field(key, 'unique_key', unique_key) end
     if not (unique_until == false or type(unique_until) == 'number' and unique_until % 1 == 0 and
@@ -568,8 +598,8 @@ local function key_holder(key, now)
   if not id then return nil end
   local v = redis.pcall('GET', KEYS[11] .. id)
   if type(v) ~= 'string' then return nil end
-  local ok, a = pcall(cmsgpack.unpack, v)
-  if not ok or type(a) ~= 'table' or #a ~= 17 or a[16] ~= key or not ORDER[a[3]] then return nil end
+  local a = record_fields(v)
+  if not a or #a ~= 17 or a[16] ~= key or not ORDER[a[3]] then return nil end
   if a[17] ~= false and not whole(a[17]) then return nil end
   if holds(a[3], a[17], now) then return id end
   return nil
@@ -896,15 +926,15 @@ end
 -- pack keeps the task's packed value in t.packed, for save and emit.
 local function pack(t)
   if t.unique_key then
-    t.packed = cmsgpack.pack({t.payload, t.priority, t.state, t.attempt,
+    t.packed = cmsgpack.pack(t.payload, t.priority, t.state, t.attempt,
       t.max_attempts, t.version, t.token, t.enqueued_at, t.run_after,
       t.claimed_at, t.deadline, t.finished_at, t.errors, t.result, t.timeout,
-      t.unique_key, t.unique_until})
+      t.unique_key, t.unique_until)
     return
   end
-  t.packed = cmsgpack.pack({t.payload, t.priority, t.state, t.attempt,
+  t.packed = cmsgpack.pack(t.payload, t.priority, t.state, t.attempt,
     t.max_attempts, t.version, t.token, t.enqueued_at, t.run_after,
-    t.claimed_at, t.deadline, t.finished_at, t.errors, t.result, t.timeout})
+    t.claimed_at, t.deadline, t.finished_at, t.errors, t.result, t.timeout)
 end
 
 local function save(t)

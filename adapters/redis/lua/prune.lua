@@ -50,8 +50,8 @@ return run(function()
       elseif not t then
         -- A damaged record whose packed value still names its state is
         -- pruned as that state; one that does not is set aside.
-        local ok, a = pcall(cmsgpack.unpack, was or '')
-        if ok and type(a) == 'table' then st = a[3] end
+        local a = record_fields(was or '')
+        if a then st = a[3] end
       end
       if st == 'succeeded' or st == 'failed' then
         if want[st] then
