@@ -39,19 +39,25 @@ func memoryDamage(s *memory.Store) func(ctx context.Context, queue, id string) e
 }
 
 // redisDamageScript replaces the error history of the packed task at
-// KEYS[1] (field 13) with a value that does not parse, in one script.
-// A quarantine record ({'quarantined', reason, was}) or a value that does
+// KEYS[1] (field 13) with a value that does not parse, in one script, and
+// writes the record back in the form it found: the fields one after the
+// other, or one array as earlier versions of the store packed them. A
+// quarantine record ({'quarantined', reason, was}) or a value that does
 // not unpack is already damaged.
 var redisDamageScript = goredis.NewScript(`
 local v = redis.pcall('GET', KEYS[1])
 if not v then return 'not_found' end
 if type(v) ~= 'string' then return 'damaged' end
-local ok, a, extra = pcall(cmsgpack.unpack, v)
-if not ok or type(a) ~= 'table' or extra ~= nil or #a < 13 or a[1] == 'quarantined' or a[13] == 'garbage' then
+local r = {pcall(cmsgpack.unpack, v)}
+if not r[1] then return 'damaged' end
+local a, array = {unpack(r, 2)}, false
+if #a == 1 and type(a[1]) == 'table' then a, array = a[1], true end
+if #a < 13 or a[1] == 'quarantined' or a[13] == 'garbage' then
   return 'damaged'
 end
 a[13] = 'garbage'
-redis.call('SET', KEYS[1], cmsgpack.pack(a))
+if array then v = cmsgpack.pack(a) else v = cmsgpack.pack(unpack(a)) end
+redis.call('SET', KEYS[1], v)
 return 'ok'
 `)
 
