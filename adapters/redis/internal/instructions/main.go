@@ -60,7 +60,7 @@ func run(n int, only, keep string) error {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	cmd := exec.Command("valgrind", "--tool=callgrind", "--callgrind-out-file="+filepath.Join(dir, "cg.out"),
+	cmd := exec.Command("valgrind", "--tool=callgrind", "--compress-strings=no", "--callgrind-out-file="+filepath.Join(dir, "cg.out"),
 		"redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
 	if err := cmd.Start(); err != nil {
 		return err
