@@ -140,6 +140,19 @@ type BatchStore interface {
 	AckBatch(ctx context.Context, p AckBatchParams) (BatchResult, error)
 }
 
+// AckFlighter is implemented by a BatchStore whose AckBatch calls on one
+// queue gain from being sent while an earlier one is still out: a Redis
+// server runs one call's script while the next travels, where a SQL store
+// would only queue the second behind the first's lock and commit. A Worker
+// on such a store keeps up to AckFlights AckBatch calls out at once, each
+// acknowledging its share of the tasks that finished; one that it does not
+// implement gets one at a time.
+type AckFlighter interface {
+	// AckFlights is how many AckBatch calls of one Worker to keep out at
+	// once (1 or more).
+	AckFlights() int
+}
+
 // Notifier is implemented by a store that can tell a waiting Worker that a
 // queue may have gained a Ready task (the PostgreSQL adapter, with
 // LISTEN/NOTIFY). A Worker whose store implements it waits on the channel

@@ -124,7 +124,11 @@ const (
 // slot stays taken until that call is answered (the slot the next task
 // takes), and no batch claims once the worker stops popping. Each item's
 // answer is handled as a single Ack's would be, and the claimed tasks as a
-// Pop's. Fail and Retry are single calls.
+// Pop's. Fail and Retry are single calls. On a store that implements
+// AckFlighter (the Redis adapter), up to its AckFlights such AckBatch calls
+// are out at once, each with its share of the batch size: the successes
+// that come while one is out go out in the next, without waiting for its
+// answer.
 //
 // When the queue is empty it polls with exponential backoff (WithPollInterval)
 // through its Clock; with a store that implements Notifier it also pops as
@@ -196,8 +200,12 @@ type Worker struct {
 	abandonOnce sync.Once
 	runErr      error // set by the fetch loop before it returns
 
-	popMu     sync.Mutex // held by an AckBatch that claims, from its call to its dispatch
-	fetchDone bool       // set under popMu once the fetch loop returned: no batch claims then
+	popMu     sync.RWMutex // held (read) by each AckBatch that claims, from its call to its dispatch
+	fetchDone bool         // set under popMu once the fetch loop returned: no batch claims then
+	flights   int          // AckBatch calls kept out at once: the ack loops (AckFlighter)
+	// ackHeld counts the slots the ack loops hold: those of the jobs they
+	// gathered and, while an AckBatch is out, the free ones it claims with.
+	ackHeld atomic.Int64
 
 	calls       context.Context    // every store call's parent: cancelled by a hard stop
 	cancelCalls context.CancelFunc // set by Run
@@ -274,6 +282,10 @@ func newWorker(store Store, queue string, handler Handler, preset *common, opts 
 	if bs, ok := store.(BatchStore); ok {
 		w.batcher = bs
 		w.acks = make(chan *job, w.concurrency)
+		w.flights = 1
+		if f, ok := store.(AckFlighter); ok {
+			w.flights = min(max(f.AckFlights(), 1), w.batch)
+		}
 	}
 	w.beats.init()
 	w.work = make(chan *job)
@@ -332,7 +344,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	var loops sync.WaitGroup
 	loops.Go(func() { w.watch(ctx, base) })
 	loops.Go(func() { w.heartbeatLoop(base) })
-	if w.batcher != nil {
+	for range w.flights {
 		loops.Go(func() { w.ackLoop(base) })
 	}
 	w.fetch(base)
@@ -888,9 +900,12 @@ func (w *Worker) decideFailure(base context.Context, j *job, herr error) {
 
 // ackLoop acknowledges successes in batches: it takes what is waiting, waits
 // up to AckLinger for more while other tasks of the worker still run, and
-// records the batch with one AckBatch.
+// records the batch with one AckBatch. A worker runs one ack loop per
+// flight (AckFlighter); each gathers up to its share of the batch size, so
+// that while one loop's AckBatch is out, the next loop gathers the tasks
+// that finish meanwhile and sends them.
 func (w *Worker) ackLoop(base context.Context) {
-	limit := w.batch
+	limit := max(w.batch/w.flights, 1)
 	pending := make([]*job, 0, limit)
 	linger := time.NewTimer(AckLinger)
 	linger.Stop()
@@ -899,6 +914,7 @@ func (w *Worker) ackLoop(base context.Context) {
 		select {
 		case j := <-w.acks:
 			pending = append(pending, j)
+			w.ackHeld.Add(1)
 		case <-w.drained:
 			return
 		}
@@ -908,11 +924,14 @@ func (w *Worker) ackLoop(base context.Context) {
 			select {
 			case j := <-w.acks:
 				pending = append(pending, j)
+				w.ackHeld.Add(1)
 				continue
 			default:
 			}
-			if len(w.slots) <= len(pending) {
-				break // no handler runs and no Pop is out: nothing to wait for
+			if int64(len(w.slots)) <= w.ackHeld.Load() {
+				// No handler runs and no Pop is out: every slot held is
+				// an ack loop's, so nothing is coming to wait for.
+				break
 			}
 			if !lingering {
 				linger.Reset(AckLinger)
@@ -921,6 +940,7 @@ func (w *Worker) ackLoop(base context.Context) {
 			select {
 			case j := <-w.acks:
 				pending = append(pending, j)
+				w.ackHeld.Add(1)
 			case <-linger.C:
 				lingering = false
 				break fill
@@ -929,6 +949,7 @@ func (w *Worker) ackLoop(base context.Context) {
 		if lingering {
 			linger.Stop()
 		}
+		w.ackHeld.Add(-int64(len(pending))) // ackBatch holds them now
 		w.ackBatch(base, pending, false)
 		clear(pending)
 		pending = pending[:0]
@@ -942,20 +963,23 @@ func (w *Worker) ackLoop(base context.Context) {
 // or one AckBatch records them. With keep, the first task claimed is not
 // dispatched but returned, for the caller to run; else it returns nil.
 func (w *Worker) ackBatch(base context.Context, jobs []*job, keep bool) (kept *job) {
-	w.popMu.Lock()
+	w.popMu.RLock()
 	if w.fetchDone || closed(w.stopping) {
-		w.popMu.Unlock()
+		w.popMu.RUnlock()
 		for range jobs {
 			<-w.slots
 		}
 		w.recordAcks(base, jobs)
 		return nil
 	}
-	defer w.popMu.Unlock()
+	defer w.popMu.RUnlock()
 	n := len(jobs)
 	for n < w.batch && tryAcquire(w.slots) {
 		n++
 	}
+	// While the call is out, its slots are an ack loop's: an ack loop that
+	// sees only such slots held has nothing to wait for (see ackLoop).
+	w.ackHeld.Add(int64(n))
 	items := make([]AckItem, len(jobs))
 	for i, j := range jobs {
 		items[i] = AckItem{Claim: j.claim, Result: j.result}
@@ -964,6 +988,7 @@ func (w *Worker) ackBatch(base context.Context, jobs []*job, keep bool) (kept *j
 	ctx, cancel := w.call(w.lease)
 	res, err := w.batcher.AckBatch(ctx, AckBatchParams{Queue: w.queue, Acks: items, Pop: AckPop{Lease: w.lease, N: n}})
 	cancel()
+	w.ackHeld.Add(-int64(n))
 	if err == nil && (len(res.Items) != len(jobs) || len(res.Claimed) > n) {
 		err = fmt.Errorf("leasehold: AckBatch answered %d items for %d and %d claims for %d", len(res.Items), len(jobs), len(res.Claimed), n)
 	}

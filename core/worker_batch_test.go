@@ -471,3 +471,87 @@ func TestWorkerWithBatchSizeOneAcksOneByOne(t *testing.T) {
 		t.Fatalf("stats = %+v", st)
 	}
 }
+
+// flightStore is a batchRecStore that counts how many AckBatch calls are
+// out at once; flighted adds core.AckFlighter to it.
+type flightStore struct {
+	*batchRecStore
+	out    atomic.Int32
+	maxOut atomic.Int32
+	second chan struct{} // the first call out waits (a while) for a second
+}
+
+type flighted struct {
+	*flightStore
+	flights int
+}
+
+func (s flighted) AckFlights() int { return s.flights }
+
+func (s *flightStore) AckBatch(ctx context.Context, p core.AckBatchParams) (core.BatchResult, error) {
+	n := s.out.Add(1)
+	defer s.out.Add(-1)
+	for {
+		m := s.maxOut.Load()
+		if n <= m || s.maxOut.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	if n == 1 {
+		// Out alone: give the worker the time of a slow round trip to
+		// send another before this one is answered.
+		select {
+		case <-s.second:
+		case <-time.After(50 * time.Millisecond):
+		}
+	} else {
+		select {
+		case s.second <- struct{}{}:
+		default:
+		}
+	}
+	return s.batchRecStore.AckBatch(ctx, p)
+}
+
+// On a store that asks for two AckBatch calls at once (AckFlighter), a
+// Worker sends the acks that come while one is out in a second one, without
+// waiting for the first's answer; every task is still acknowledged once.
+// On a store that does not ask, one call is out at a time.
+func TestWorkerKeepsAsManyAckBatchesOutAsTheStoreAsks(t *testing.T) {
+	for _, flights := range []int{2, 0} {
+		t.Run(fmt.Sprintf("flights=%d", flights), func(t *testing.T) {
+			clk := core.NewFakeClock(t0)
+			s := &flightStore{batchRecStore: newBatchRecStore(t, clk), second: make(chan struct{})}
+			var store core.Store = s
+			if flights > 0 {
+				store = flighted{s, flights}
+			}
+			const n = 40
+			for i := range n {
+				enqueue(t, s, clk, fmt.Sprintf("t%d", i))
+			}
+			w := newWorker(t, store, clk, func(_ context.Context, c core.Claim, _ core.Task) ([]byte, error) {
+				return []byte("r " + c.TaskID), nil
+			}, core.WithConcurrency(8))
+			stop := started(t, w)
+			deadline := time.Now().Add(guard)
+			for w.Stats().Acked < n && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			stop()
+			for i := range n {
+				id := fmt.Sprintf("t%d", i)
+				if task := mustGet(t, s, id); task.State != core.Succeeded || task.Attempt != 1 || string(task.Result) != "r "+id {
+					t.Fatalf("%s = %v attempt %d %q", id, task.State, task.Attempt, task.Result)
+				}
+			}
+			if st := w.Stats(); st.Acked != n || st.LeasesLost != 0 || st.StoreErrors != 0 {
+				t.Fatalf("stats = %+v", st)
+			}
+			want := int32(max(flights, 1))
+			if got := s.maxOut.Load(); got != want {
+				t.Fatalf("at most %d AckBatch calls were out at once, want %d", got, want)
+			}
+		})
+	}
+}

@@ -191,6 +191,19 @@ func (f *batchFaultLayer) AckBatch(ctx context.Context, p core.AckBatchParams) (
 	})
 }
 
+// AckFlights passes the store's core.AckFlighter on: a Worker over the
+// layer keeps as many AckBatch calls out as over the store itself.
+func (f *batchFaultLayer) AckFlights() int { return ackFlights(f.Store) }
+
+// ackFlights is s's AckFlights, or 1 when s does not implement
+// core.AckFlighter (as a Worker reads it).
+func ackFlights(s core.Store) int {
+	if f, ok := s.(core.AckFlighter); ok {
+		return f.AckFlights()
+	}
+	return 1
+}
+
 // componentStore records the calls of one component (a worker, a broker, a
 // producer, an inspector), all under the component's name. A component may
 // call from many goroutines at once (a worker's handlers, heartbeats and
@@ -335,6 +348,9 @@ func (s *batchComponentStore) AckBatch(ctx context.Context, p core.AckBatchParam
 	})
 }
 
+// AckFlights passes the inner store's core.AckFlighter on.
+func (s *batchComponentStore) AckFlights() int { return ackFlights(s.inner) }
+
 // skewClock is a component's own clock: the harness's, off by skew.
 type skewClock struct {
 	core.Clock
@@ -452,3 +468,6 @@ func (r *batchRouteStore) EnqueueBatch(ctx context.Context, p core.EnqueueBatchP
 func (r *batchRouteStore) AckBatch(ctx context.Context, p core.AckBatchParams) (core.BatchResult, error) {
 	return r.batch.AckBatch(ctx, p)
 }
+
+// AckFlights passes the worker's store's core.AckFlighter on.
+func (r *batchRouteStore) AckFlights() int { return ackFlights(r.batch) }
