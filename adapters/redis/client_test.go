@@ -222,3 +222,13 @@ func TestArgumentsOutsideTheTimeRange(t *testing.T) {
 		t.Errorf("prune before the zero time: %v", err)
 	}
 }
+
+// The store asks a Worker for two AckBatch calls at once (core.AckFlighter):
+// the server runs one while the next travels.
+func TestTheStoreAsksForTwoAckBatchesAtOnce(t *testing.T) {
+	s, _ := newStore(t)
+	var f core.AckFlighter = s
+	if got := f.AckFlights(); got != 2 {
+		t.Fatalf("AckFlights = %d, want 2", got)
+	}
+}
