@@ -247,10 +247,10 @@ local function unpack_counted(v) return counted(cmsgpack.unpack(v)) end
 -- form (see above), or nil when it does not unpack: for the paths that
 -- read a field or two of a record they do not parse.
 local function record_fields(v)
-  local ok, n, a = pcall(unpack_counted, v)
-  if not ok or n == 0 then return nil end
-  if n == 1 and type(a) == 'table' then return a end
-  return {select(2, unpack_counted(v))}
+  local r = {pcall(unpack_counted, v)} -- ok, n, then the n values
+  if not r[1] or r[2] == 0 then return nil end
+  if r[2] == 1 and type(r[3]) == 'table' then return r[3] end
+  return {unpack(r, 3, r[2] + 2)}
 end
 
 -- parse_task checks the packed value v of the task at key and returns a
