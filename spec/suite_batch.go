@@ -105,6 +105,51 @@ var batchSuite = []suiteCase{
 			e.t.Errorf("the forged item changed ready: %s", formatTask(t))
 		}
 	}},
+	{name: "AckBatchOfManyDistinctClaimsStampsThoseThatHoldInOrder", run: func(e *env) {
+		// More claims than a store may decide in one statement or script,
+		// each on a task of its own, with refused ones spread among them:
+		// each is answered as Ack would answer it, and the versions of those
+		// that hold follow one another in the batch's order.
+		bs := e.batch()
+		const n = 75
+		acks := make([]core.AckItem, n)
+		want := make([]error, n)
+		for i := range acks {
+			id := fmt.Sprintf("m%03d", i)
+			_, c := e.running(id)
+			switch i % 8 {
+			case 3:
+				c.Token++ // not the token that holds it
+				want[i] = core.ErrStaleClaim
+			case 6:
+				c.TaskID = "gone-" + id // no such task
+				want[i] = core.ErrStaleClaim
+			}
+			acks[i] = core.AckItem{Claim: c, Result: []byte(id)}
+		}
+		e.clock.Advance(time.Millisecond)
+		res, err := bs.AckBatch(e.ctx, core.AckBatchParams{Queue: e.q, Acks: acks})
+		e.ok("AckBatch", err)
+		e.wantItems("AckBatch", res, want...)
+		var last uint64
+		for i, it := range res.Items {
+			id := fmt.Sprintf("m%03d", i)
+			t := e.get(id)
+			if want[i] != nil {
+				if t.State != core.Running {
+					e.t.Errorf("item %d was refused but changed %s: %s", i, id, formatTask(t))
+				}
+				continue
+			}
+			if t.State != core.Succeeded || string(t.Result) != id || t.Version != it.Task.Version || !it.Task.FinishedAt.Equal(e.now()) {
+				e.t.Errorf("item %d answered %s; the store holds %s, want it succeeded now with result %q", i, formatTask(it.Task), formatTask(t), id)
+			}
+			if last != 0 && it.Task.Version != last+1 {
+				e.t.Errorf("item %d stamped with version %d after %d, want the next one", i, it.Task.Version, last)
+			}
+			last = it.Task.Version
+		}
+	}},
 	{name: "AckBatchWhoseItemsAreAllRefusedChangesNothing", run: func(e *env) {
 		bs := e.batch()
 		_, a := e.running("a")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/leasehold/leasehold/core"
@@ -98,50 +99,9 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 		if err != nil {
 			return err
 		}
-		acked := 0
-		for i, a := range p.Acks {
-			c := a.Claim
-			if err := validClaim(c); err != nil {
-				items[i].Err = err
-				continue
-			}
-			if damaged[c.TaskID] != nil {
-				// An earlier attempt met its damaged record: it is
-				// answered as of this transaction, since a scan may have
-				// set the record aside in between (a claim on a record
-				// set aside is ErrStaleClaim).
-				err := t.diagnoseClaim(model.OpAck, c)
-				var d *damagedError
-				if !isItemError(err) && !errors.As(err, &d) {
-					return err
-				}
-				items[i].Err = err
-				continue
-			}
-			v := base + int64(acked) + 1
-			task, found, err := t.ackItem(p.Queue, c, a.Result, now, v)
-			var d *damagedError
-			if errors.As(err, &d) && d.id == c.TaskID {
-				// The statement matched the record and changed it:
-				// undone with the transaction, and run again without it.
-				return &damagedItem{d}
-			}
-			if err != nil {
-				return t.stamped(p.Queue, err)
-			}
-			if !found {
-				err := t.diagnoseClaim(model.OpAck, c)
-				if !isItemError(err) {
-					return err
-				}
-				items[i].Err = err
-				continue
-			}
-			if task.Version != uint64(v) {
-				return corrupt("queue %q: task %q acknowledged with version %d, want %d", p.Queue, c.TaskID, task.Version, v)
-			}
-			items[i].Task = task
-			acked++
+		acked, err := t.ackItems(p, items, damaged, base, now)
+		if err != nil {
+			return err
 		}
 		if acked > 0 {
 			if err := t.advance(p.Queue, base+int64(acked)); err != nil {
@@ -169,6 +129,161 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 		}
 		return core.BatchResult{Now: now, Items: items, Claimed: claimed}, nil
 	}
+}
+
+// ackItems acknowledges the claims of p in order, each answered in items,
+// stamping those that succeed with the sequence's values after base, and
+// returns how many succeeded. The claims that are valid and whose records
+// were not met damaged before run several to a statement (ackMany) when
+// they name distinct tasks, else one by one; the others are answered first
+// (their answers read only their own records). It returns an error that
+// is not an item's own.
+func (t tx) ackItems(p core.AckBatchParams, items []core.ItemResult, damaged map[string]*damagedError, base int64, now time.Time) (int, error) {
+	var run []int // the items to acknowledge, in order
+	for i, a := range p.Acks {
+		c := a.Claim
+		if err := validClaim(c); err != nil {
+			items[i].Err = err
+			continue
+		}
+		if damaged[c.TaskID] != nil {
+			// An earlier attempt met its damaged record: it is
+			// answered as of this transaction, since a scan may have
+			// set the record aside in between (a claim on a record
+			// set aside is ErrStaleClaim).
+			err := t.diagnoseClaim(model.OpAck, c)
+			var d *damagedError
+			if !isItemError(err) && !errors.As(err, &d) {
+				return 0, err
+			}
+			items[i].Err = err
+			continue
+		}
+		run = append(run, i)
+	}
+	seen := make(map[string]bool, len(run))
+	for _, i := range run {
+		id := p.Acks[i].Claim.TaskID
+		if seen[id] {
+			// A task named twice: the second claim is judged after the
+			// first changed the task, so each runs its own statement.
+			return t.ackEach(p, run, items, base, now)
+		}
+		seen[id] = true
+	}
+	acked := 0
+	for len(run) > 0 {
+		chunk := run[:min(len(run), ackManyMax)]
+		run = run[len(chunk):]
+		var n int
+		var err error
+		if len(chunk) == 1 {
+			n, err = t.ackEach(p, chunk, items, base+int64(acked), now)
+		} else {
+			n, err = t.ackMany(p, chunk, items, base+int64(acked), now)
+		}
+		if err != nil {
+			return 0, err
+		}
+		acked += n
+	}
+	return acked, nil
+}
+
+// ackEach acknowledges the items run of p one statement each (ackItem), in
+// order, and returns how many succeeded.
+func (t tx) ackEach(p core.AckBatchParams, run []int, items []core.ItemResult, base int64, now time.Time) (int, error) {
+	acked := 0
+	for _, i := range run {
+		c := p.Acks[i].Claim
+		v := base + int64(acked) + 1
+		task, found, err := t.ackItem(p.Queue, c, p.Acks[i].Result, now, v)
+		var d *damagedError
+		if errors.As(err, &d) && d.id == c.TaskID {
+			// The statement matched the record and changed it:
+			// undone with the transaction, and run again without it.
+			return 0, &damagedItem{d}
+		}
+		if err != nil {
+			return 0, t.stamped(p.Queue, err)
+		}
+		if !found {
+			if err := t.refused(c, items, i); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		if task.Version != uint64(v) {
+			return 0, corrupt("queue %q: task %q acknowledged with version %d, want %d", p.Queue, c.TaskID, task.Version, v)
+		}
+		items[i].Task = task
+		acked++
+	}
+	return acked, nil
+}
+
+// ackMany acknowledges the items run of p, which name distinct tasks, in
+// one statement (sqlAckMany), and returns how many succeeded. Each claim
+// the statement did not match is then diagnosed as Ack diagnoses it: a
+// diagnosis reads its own task only, which the statement left as it was.
+func (t tx) ackMany(p core.AckBatchParams, run []int, items []core.ItemResult, base int64, now time.Time) (int, error) {
+	args := make([]any, 3, 3+3*len(run))
+	args[0], args[1], args[2] = p.Queue, micros(now), base
+	for _, i := range run {
+		a := p.Acks[i]
+		args = append(args, a.Claim.TaskID, int64(a.Claim.Token), blob(a.Result))
+	}
+	var known [numColumns]any
+	known[colQueue], known[colState], known[colFinishedAt] = p.Queue, int64(model.Succeeded), micros(now)
+	rows, err := t.query(sqlAckMany[len(run)], args...)
+	ts, err := scanReturned(ackManyReturned, &known, rows, err)
+	var d *damagedError
+	if errors.As(err, &d) && slices.ContainsFunc(run, func(i int) bool { return p.Acks[i].Claim.TaskID == d.id }) {
+		// The statement matched the record and changed it: undone with
+		// the transaction, and run again without it.
+		return 0, &damagedItem{d}
+	}
+	if err != nil {
+		return 0, t.stamped(p.Queue, err)
+	}
+	got := make(map[string]model.Task, len(ts))
+	for _, task := range ts {
+		got[task.ID] = task
+	}
+	acked := 0
+	for _, i := range run {
+		c := p.Acks[i].Claim
+		task, ok := got[c.TaskID]
+		if !ok {
+			if err := t.refused(c, items, i); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		delete(got, c.TaskID)
+		v := base + int64(acked) + 1
+		if task.Version != uint64(v) || task.ClaimToken != c.Token {
+			return 0, corrupt("queue %q: task %q acknowledged with version %d and token %d, want %d and %d", p.Queue, c.TaskID, task.Version, task.ClaimToken, v, c.Token)
+		}
+		task.Result = clone(p.Acks[i].Result)
+		items[i].Task = task
+		acked++
+	}
+	if len(got) > 0 || len(ts) != acked {
+		return 0, corrupt("queue %q: %d claims acknowledged %d rows", p.Queue, acked, len(ts))
+	}
+	return acked, nil
+}
+
+// refused answers item i, the claim c, which its statement did not match,
+// with Ack's diagnosis, or returns the error that is not an item's own.
+func (t tx) refused(c model.Claim, items []core.ItemResult, i int) error {
+	err := t.diagnoseClaim(model.OpAck, c)
+	if !isItemError(err) {
+		return err
+	}
+	items[i].Err = err
+	return nil
 }
 
 // afterDamagedItem, when set (by tests), runs when an AckBatch is about to

@@ -13,8 +13,7 @@ import (
 
 // TestPlansReadIndexesInOrder checks that no statement scans the whole tasks
 // table, and that every statement that takes the first tasks in an order
-// reads an index in that order instead of sorting (except Prune, which
-// merges its two ordered scans of at most limit rows each).
+// reads an index in that order instead of sorting (except those of sorts).
 func TestPlansReadIndexesInOrder(t *testing.T) {
 	s, err := Open(filepath.Join(t.TempDir(), "plan.db"))
 	if err != nil {
@@ -30,11 +29,15 @@ func TestPlansReadIndexesInOrder(t *testing.T) {
 		"recover expired": sqlRecoverExpired, "inspect requeue": sqlInspectRequeue, "remove": sqlRemove,
 		"prune": sqlPrune, "get": sqlGet, "counts": sqlCounts, "probe": sqlProbe,
 		"set paused": sqlSetPaused, "cancel": sqlCancel, "cancelled": sqlCancelled,
+		"ack many 2": sqlAckMany[2], "ack many max": sqlAckMany[ackManyMax],
 	}
 	for st, q := range sqlList {
 		statements["list "+st.String()] = q
 	}
-	sorts := map[string]bool{"prune": true}
+	// Prune merges its two ordered scans of at most limit rows each; an
+	// AckBatch's statement numbers the claims it matched, at most
+	// ackManyMax, in the batch's order.
+	sorts := map[string]bool{"prune": true, "ack many 2": true, "ack many max": true}
 	// The statements that change the first tasks in an order read them from
 	// their index in order, then reach each by its rowid.
 	want := map[string][]string{
@@ -56,6 +59,9 @@ func TestPlansReadIndexesInOrder(t *testing.T) {
 		"list ready":       {"SEARCH tasks USING INDEX sqlite_autoindex_tasks_1 (queue=? AND id>?)"},
 		"list succeeded":   {"SEARCH tasks USING INDEX sqlite_autoindex_tasks_1 (queue=? AND id>?)"},
 		"list quarantined": {"INDEX tasks_other (queue=? AND id>?)"},
+		// An AckBatch's claims reach their tasks by the primary key.
+		"ack many 2":   {"SEARCH tasks USING INDEX sqlite_autoindex_tasks_1 (queue=? AND id=?)", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
+		"ack many max": {"SEARCH tasks USING INDEX sqlite_autoindex_tasks_1 (queue=? AND id=?)", "SEARCH tasks USING INTEGER PRIMARY KEY (rowid=?)"},
 	}
 	for name, q := range statements {
 		args := []any{"q"}

@@ -253,6 +253,49 @@ var (
 	ackReturned = returning(colQueue, colID, colState, colVersion, colClaimToken, colFinishedAt, colDeadline, colResult, colQuarantine)
 )
 
+// ackManyMax is the most claims one sqlAckMany statement acknowledges: an
+// AckBatch of more runs one statement per ackManyMax of them.
+const ackManyMax = 32
+
+// sqlAckMany[n] acknowledges n claims of an AckBatch in one statement, each
+// by the guard of sqlAck (its ID, its token, a state Ack is legal from).
+// ?1 queue, ?2 now, ?3 the sequence's value before the statement; claim i
+// (from 0) binds its task ID, token and result as ?(4+3i), ?(5+3i) and
+// ?(6+3i). The claims it matches are stamped in their order in the batch,
+// the first with ?3 + 1; the others are left for the caller to diagnose.
+// Each row comes back with its ID, version and token, and the columns
+// sqlAck does not know either (ackManyReturned): one statement's work in
+// place of n, whose cost is mostly the statement's own (its cursors, the
+// table RETURNING keeps its rows in, its journal).
+var sqlAckMany = func() (qs [ackManyMax + 1]string) {
+	for n := 2; n <= ackManyMax; n++ {
+		var v strings.Builder
+		for i := range n {
+			if i > 0 {
+				v.WriteString(", ")
+			}
+			fmt.Fprintf(&v, "(%d, ?%d, ?%d, ?%d)", i, 4+3*i, 5+3*i, 6+3*i)
+		}
+		qs[n] = fmt.Sprintf(`WITH v(i, id, token, r) AS (VALUES %s),
+picked AS MATERIALIZED (
+  SELECT tasks.rowid AS rid, v.r AS r, row_number() OVER (ORDER BY v.i) AS rank
+  FROM v JOIN tasks ON tasks.queue = ?1 AND tasks.id = v.id
+  WHERE tasks.claim_token = v.token AND tasks.state IN (%s))
+UPDATE tasks SET version = ?3 + picked.rank, state = %d, result = picked.r, finished_at = ?2, deadline = NULL
+FROM picked WHERE tasks.rowid = picked.rid RETURNING %s`,
+			v.String(), from(model.OpAck), model.Succeeded, ackManyReturned.list)
+	}
+	return qs
+}()
+
+// ackManyReturned is what sqlAckMany returns: the columns of ackReturned,
+// and the ID, version and token, which differ from row to row.
+var ackManyReturned = func() returned {
+	r := returning(colQueue, colState, colFinishedAt, colDeadline, colResult, colQuarantine)
+	r.list = "tasks." + strings.ReplaceAll(r.list, ", ", ", tasks.")
+	return r
+}()
+
 // Reads run on the read-only pool.
 var (
 	sqlGet = `SELECT ` + taskColumns + ` FROM tasks WHERE queue = ?1 AND id = ?2`
