@@ -354,6 +354,11 @@ func (a *actor) do(ctx context.Context, s Step) {
 		if prev, ok := a.claim(Step{Pick: 1}); s.More && ok && prev != c {
 			acks = append(acks, core.AckItem{Claim: prev, Result: []byte("done too by " + a.name)})
 		}
+		// With More, a late ack rides along too: the last claim this
+		// client decided, whose task may be another's claim by now.
+		if n := len(a.oldClaims); s.More && n > 0 && !slices.ContainsFunc(acks, func(it core.AckItem) bool { return it.Claim == a.oldClaims[n-1] }) {
+			acks = append(acks, core.AckItem{Claim: a.oldClaims[n-1], Result: []byte("late by " + a.name)})
+		}
 		if !a.batch {
 			_, err := st.Ack(ctx, core.AckParams{Claim: c, Result: acks[0].Result})
 			a.decided(c, err)
