@@ -45,7 +45,9 @@
 // EnqueueBatch and AckBatch (core.BatchStore) are one write operation
 // each: their items run in order in its transaction, each with the
 // checks and the guarded statement of Enqueue or Ack, answered one by one. A
-// refused item writes nothing.
+// refused item writes nothing. An AckBatch's claims on distinct tasks run up
+// to 32 in one statement, each claim with Ack's guard, stamped in the
+// batch's order; the claims it did not match are then diagnosed one by one.
 //
 // The write-ahead log is checkpointed into the database file when it reaches
 // WithCheckpointPages pages (DefaultCheckpointPages).
