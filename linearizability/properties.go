@@ -42,7 +42,7 @@ var RuntimeProperties = []Property{
 	{"pass-decides-expired", "a broker pass claims until none is left expired, across batches, and decides each task it claimed", passDecidesExpired},
 	{"store-clock-delays", "a broker decides as its policy says, its delay measured from the store's reading in ClaimExpired; a worker's retry delay from the store's clock as the worker last read it", storeClockDelays},
 	{"periodic-occurrences", "a Client's scheduler enqueues each task under the ID of an occurrence of its schedule, and no occurrence is accepted twice", periodicOccurrences},
-	{"cancel-final", "a task an operator cancelled is never acked, failed, retried, extended, requeued, reaped or popped afterwards, until an operator requeues it or it is enqueued again", cancelFinal},
+	{"cancel-final", "a task an operator cancelled is never acked, failed, retried, extended, requeued, reaped or popped afterwards, until an operator requeues it or it is enqueued again (or may have: a requeue or enqueue whose reply was lost)", cancelFinal},
 	{"quiescence", "once producers stop and time passes, every task not removed is terminal, and each Succeeded task had exactly one accepted Ack, with its claim's token", quiescence},
 }
 
@@ -84,8 +84,21 @@ func cancelFinal(c *runtimeCase) []string {
 				end = min(end, op.Output.Task.Version)
 			}
 		}
+		// An operator's requeue or an enqueue of the task whose outcome is
+		// unknown (its reply lost) may have given it a new life at any time
+		// after its call, at a version no output shows: an op that may
+		// follow that call is not judged.
+		unknownFrom := int64(math.MaxInt64)
+		for _, op := range c.ops {
+			if op.Output.Indeterminate && givesLife(op, id) {
+				unknownFrom = min(unknownFrom, op.Call)
+			}
+		}
 		for _, op := range c.ops {
 			if !accepted(op) || (!slices.Contains(workerOps, op.Input.Op) && !slices.Contains(brokerOps, op.Input.Op)) {
+				continue
+			}
+			if op.Return > unknownFrom {
 				continue
 			}
 			for _, t := range touchedBy(op) {
@@ -96,6 +109,18 @@ func cancelFinal(c *runtimeCase) []string {
 		}
 	}
 	return out
+}
+
+// givesLife reports whether op is an operator's requeue of task id or an
+// enqueue of it (alone or in a batch), which start a new life of the task.
+func givesLife(op *Operation, id string) bool {
+	switch {
+	case op.Input.Op == model.OpInspectRequeue:
+		return op.Input.ID == id
+	case op.Input.Enqueue != nil:
+		return op.Input.Enqueue.ID == id
+	}
+	return slices.ContainsFunc(op.Input.Batch, func(a model.EnqueueArgs) bool { return a.ID == id })
 }
 
 type touched struct {

@@ -2,6 +2,7 @@ package linearizability_test
 
 import (
 	"context"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -127,28 +128,7 @@ func TestRuntimePropertiesCatchTheirViolation(t *testing.T) {
 			dup.Input.Enqueue.ID = model.OccurrenceID(linearizability.PeriodicName, time.Unix(60, 0))
 			h.History.Operations = append(h.History.Operations, dup, dup)
 		}},
-		{"cancel-final", func(t *testing.T, h *linearizability.RuntimeHistory) {
-			// An operator's cancel of the task, stamped just before a
-			// worker's accepted Ack of it: the Ack came after the cancel.
-			acked := func(op *linearizability.Operation) *model.Task {
-				switch {
-				case op.Output.Err != "" || op.Actor != "worker 0":
-				case op.Input.Op == model.OpAck && op.Output.Task != nil:
-					return op.Output.Task
-				case op.Input.Op == model.OpAckBatch && len(op.Output.Items) > 0 && op.Output.Items[0].Task != nil:
-					return op.Output.Items[0].Task
-				}
-				return nil
-			}
-			op := find(t, h, func(op *linearizability.Operation) bool { return acked(op) != nil })
-			cancelled := *acked(op)
-			cancelled.Version--
-			h.History.Operations = append(h.History.Operations, linearizability.Operation{
-				Actor: "inspector 0", Call: op.Call, Return: op.Call,
-				Input:  linearizability.Input{Queue: op.Input.Queue, Op: model.OpCancel, ID: cancelled.ID},
-				Output: linearizability.Output{Task: &cancelled},
-			})
-		}},
+		{"cancel-final", func(t *testing.T, h *linearizability.RuntimeHistory) { cancelBeforeAck(t, h, find) }},
 		{"quiescence", func(t *testing.T, h *linearizability.RuntimeHistory) {
 			h.Final[0].State = model.Running
 		}},
@@ -238,5 +218,88 @@ func TestPeriodicOccurrencesNamesAForeignID(t *testing.T) {
 	}
 	if !slices.Contains(got, "periodic-occurrences") {
 		t.Fatalf("an Enqueue under an ID between occurrences breaks %v, not periodic-occurrences", got)
+	}
+}
+
+// cancelBeforeAck adds to h an operator's cancel of a task, stamped just
+// before a worker's accepted Ack of it, so that the Ack came after the
+// cancel, and returns that Ack.
+func cancelBeforeAck(t *testing.T, h *linearizability.RuntimeHistory, find func(*testing.T, *linearizability.RuntimeHistory, func(*linearizability.Operation) bool) *linearizability.Operation) linearizability.Operation {
+	t.Helper()
+	acked := func(op *linearizability.Operation) *model.Task {
+		switch {
+		case op.Output.Err != "" || op.Actor != "worker 0":
+		case op.Input.Op == model.OpAck && op.Output.Task != nil:
+			return op.Output.Task
+		case op.Input.Op == model.OpAckBatch && len(op.Output.Items) > 0 && op.Output.Items[0].Task != nil:
+			return op.Output.Items[0].Task
+		}
+		return nil
+	}
+	op := find(t, h, func(op *linearizability.Operation) bool { return acked(op) != nil })
+	cancelled := *acked(op)
+	cancelled.Version--
+	h.History.Operations = append(h.History.Operations, linearizability.Operation{
+		Actor: "inspector 0", Call: op.Call, Return: op.Call,
+		Input:  linearizability.Input{Queue: op.Input.Queue, Op: model.OpCancel, ID: cancelled.ID},
+		Output: linearizability.Output{Task: &cancelled},
+	})
+	return *op
+}
+
+// TestCancelFinalSparesWhatALostRequeueMayExplain: an operator's requeue
+// of a cancelled task whose reply was lost may have given the task a new
+// life before a worker's Ack of it, at a version no output shows, so
+// cancel-final does not judge that Ack (the property flagged such a
+// history of a correct Worker).
+func TestCancelFinalSparesWhatALostRequeueMayExplain(t *testing.T) {
+	p := propertyPlan()
+	rh, err := linearizability.ExecuteRuntime(context.Background(), p, backends.Memory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	find := func(t *testing.T, h *linearizability.RuntimeHistory, ok func(*linearizability.Operation) bool) *linearizability.Operation {
+		t.Helper()
+		for i := range h.History.Operations {
+			if op := &h.History.Operations[i]; ok(op) {
+				return op
+			}
+		}
+		t.Fatal("the history has no such operation")
+		return nil
+	}
+	broken := func(t *testing.T, id func(linearizability.Operation) string) []string {
+		h := *rh
+		hist := *rh.History
+		hist.Operations = slices.Clone(rh.History.Operations)
+		h.History = &hist
+		ack := cancelBeforeAck(t, &h, find)
+		if id != nil {
+			hist.Operations = append(hist.Operations, linearizability.Operation{
+				Actor: "inspector 1", Call: ack.Call - 1, Return: math.MaxInt64,
+				Input:  linearizability.Input{Queue: ack.Input.Queue, Op: model.OpInspectRequeue, ID: id(ack)},
+				Output: linearizability.Output{Indeterminate: true},
+			})
+		}
+		var got []string
+		for _, v := range linearizability.CheckRuntime(p, &h) {
+			got = append(got, v.Property)
+		}
+		return got
+	}
+	taskOf := func(op linearizability.Operation) string {
+		if op.Output.Task != nil {
+			return op.Output.Task.ID
+		}
+		return op.Output.Items[0].Task.ID
+	}
+	if got := broken(t, nil); !slices.Contains(got, "cancel-final") {
+		t.Fatalf("without the lost requeue the history breaks %v, want cancel-final", got)
+	}
+	if got := broken(t, func(linearizability.Operation) string { return "another" }); !slices.Contains(got, "cancel-final") {
+		t.Fatalf("with a lost requeue of another task the history breaks %v, want cancel-final", got)
+	}
+	if got := broken(t, taskOf); slices.Contains(got, "cancel-final") {
+		t.Fatalf("with a lost requeue of the task the history breaks %v", got)
 	}
 }
