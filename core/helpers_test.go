@@ -88,6 +88,54 @@ func (s *recStore) count(op string) int {
 	return n
 }
 
+// waitFor is wait that gives up after d and reports whether the call came.
+func (s *recStore) waitFor(op string, n int, d time.Duration) (event, bool) {
+	deadline := time.After(d)
+	for {
+		s.mu.Lock()
+		k := 0
+		for _, e := range s.events {
+			if e.Op == op {
+				k++
+				if k == n {
+					s.mu.Unlock()
+					return e, true
+				}
+			}
+		}
+		changed := s.changed
+		s.mu.Unlock()
+		select {
+		case <-changed:
+		case <-deadline:
+			return event{}, false
+		}
+	}
+}
+
+// advanceToPoll advances clk a second at a time, each time once a timer is
+// waiting, until the worker makes its next Pop, and returns that call. A
+// timer that is waiting need not be the poll's (a heartbeat timer stays
+// armed until its job's due time), so one advance may come before the poll
+// loop parks, and the next one wakes it.
+func advanceToPoll(t testing.TB, s *recStore, clk *core.FakeClock) event {
+	t.Helper()
+	polls := s.count("Pop")
+	give := time.After(guard)
+	for {
+		blockUntil(t, clk, 1)
+		clk.Advance(time.Second)
+		if e, ok := s.waitFor("Pop", polls+1, 50*time.Millisecond); ok {
+			return e
+		}
+		select {
+		case <-give:
+			t.Fatalf("no Pop call number %d within %v; saw %v", polls+1, guard, s.snapshot())
+		default:
+		}
+	}
+}
+
 // wait blocks until the n-th call of op (1 for the first) was recorded and
 // returns it.
 func (s *recStore) wait(t testing.TB, op string, n int) event {

@@ -371,20 +371,19 @@ func TestWorkerRetriesWithBackoffUntilTheTaskRunsOutOfAttempts(t *testing.T) {
 		if task.State != core.Scheduled || task.RunAfter.Sub(last.At) != want || last.Message != fmt.Sprintf("attempt %d failed", attempt) {
 			t.Fatalf("after attempt %d: %v, run after %v, last error %+v; want scheduled %v later", attempt, task.State, task.RunAfter, last, want)
 		}
-		// Let the backoff elapse, one empty poll a second.
+		// Let the backoff elapse, one empty poll a second (or more: see
+		// advanceToPoll).
 		for elapsed := time.Duration(0); elapsed < want; elapsed += time.Second {
-			polls := s.count("Pop")
-			blockUntil(t, clk, 1)
-			clk.Advance(time.Second)
-			if e := s.wait(t, "Pop", polls+1); len(e.IDs) != 0 {
+			if e := advanceToPoll(t, s, clk); len(e.IDs) != 0 {
 				t.Fatalf("popped %v before the mover made the task ready", e.IDs)
 			}
 		}
 		if p, err := b.RunOnce(context.Background()); err != nil || p.Promoted != 1 {
 			t.Fatalf("RunOnce = %+v, %v; want the task promoted", p, err)
 		}
-		blockUntil(t, clk, 1)
-		clk.Advance(time.Second) // the next poll claims it
+		if e := advanceToPoll(t, s, clk); len(e.IDs) != 1 { // the next poll claims it
+			t.Fatalf("the poll after the promotion claimed %v, want the task", e.IDs)
+		}
 	}
 	if e := s.wait(t, "Fail", 1); e.Err != nil {
 		t.Fatalf("fail: %v", e.Err)
