@@ -140,27 +140,11 @@ func advanceToPoll(t testing.TB, s *recStore, clk *core.FakeClock) event {
 // returns it.
 func (s *recStore) wait(t testing.TB, op string, n int) event {
 	t.Helper()
-	deadline := time.After(guard)
-	for {
-		s.mu.Lock()
-		k := 0
-		for _, e := range s.events {
-			if e.Op == op {
-				k++
-				if k == n {
-					s.mu.Unlock()
-					return e
-				}
-			}
-		}
-		changed := s.changed
-		s.mu.Unlock()
-		select {
-		case <-changed:
-		case <-deadline:
-			t.Fatalf("no %s call number %d within %v; saw %v", op, n, guard, s.snapshot())
-		}
+	e, ok := s.waitFor(op, n, guard)
+	if !ok {
+		t.Fatalf("no %s call number %d within %v; saw %v", op, n, guard, s.snapshot())
 	}
+	return e
 }
 
 func (s *recStore) snapshot() []event {

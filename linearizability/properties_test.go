@@ -59,16 +59,6 @@ func TestRuntimePropertiesCatchTheirViolation(t *testing.T) {
 	if v := linearizability.Check(rh.History, 10*time.Second); !v.OK() {
 		t.Fatalf("the clean history is %s", v.Result)
 	}
-	find := func(t *testing.T, h *linearizability.RuntimeHistory, ok func(*linearizability.Operation) bool) *linearizability.Operation {
-		t.Helper()
-		for i := range h.History.Operations {
-			if op := &h.History.Operations[i]; ok(op) {
-				return op
-			}
-		}
-		t.Fatal("the history has no such operation")
-		return nil
-	}
 	cases := []propertyCase{
 		{"no-bypass", func(t *testing.T, h *linearizability.RuntimeHistory) {
 			op := find(t, h, func(op *linearizability.Operation) bool { return op.Actor == "broker 0" })
@@ -128,7 +118,7 @@ func TestRuntimePropertiesCatchTheirViolation(t *testing.T) {
 			dup.Input.Enqueue.ID = model.OccurrenceID(linearizability.PeriodicName, time.Unix(60, 0))
 			h.History.Operations = append(h.History.Operations, dup, dup)
 		}},
-		{"cancel-final", func(t *testing.T, h *linearizability.RuntimeHistory) { cancelBeforeAck(t, h, find) }},
+		{"cancel-final", func(t *testing.T, h *linearizability.RuntimeHistory) { cancelBeforeAck(t, h) }},
 		{"quiescence", func(t *testing.T, h *linearizability.RuntimeHistory) {
 			h.Final[0].State = model.Running
 		}},
@@ -224,7 +214,7 @@ func TestPeriodicOccurrencesNamesAForeignID(t *testing.T) {
 // cancelBeforeAck adds to h an operator's cancel of a task, stamped just
 // before a worker's accepted Ack of it, so that the Ack came after the
 // cancel, and returns that Ack.
-func cancelBeforeAck(t *testing.T, h *linearizability.RuntimeHistory, find func(*testing.T, *linearizability.RuntimeHistory, func(*linearizability.Operation) bool) *linearizability.Operation) linearizability.Operation {
+func cancelBeforeAck(t *testing.T, h *linearizability.RuntimeHistory) linearizability.Operation {
 	t.Helper()
 	acked := func(op *linearizability.Operation) *model.Task {
 		switch {
@@ -258,22 +248,12 @@ func TestCancelFinalSparesWhatALostRequeueMayExplain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	find := func(t *testing.T, h *linearizability.RuntimeHistory, ok func(*linearizability.Operation) bool) *linearizability.Operation {
-		t.Helper()
-		for i := range h.History.Operations {
-			if op := &h.History.Operations[i]; ok(op) {
-				return op
-			}
-		}
-		t.Fatal("the history has no such operation")
-		return nil
-	}
 	broken := func(t *testing.T, id func(linearizability.Operation) string) []string {
 		h := *rh
 		hist := *rh.History
 		hist.Operations = slices.Clone(rh.History.Operations)
 		h.History = &hist
-		ack := cancelBeforeAck(t, &h, find)
+		ack := cancelBeforeAck(t, &h)
 		if id != nil {
 			hist.Operations = append(hist.Operations, linearizability.Operation{
 				Actor: "inspector 1", Call: ack.Call - 1, Return: math.MaxInt64,
@@ -302,4 +282,17 @@ func TestCancelFinalSparesWhatALostRequeueMayExplain(t *testing.T) {
 	if got := broken(t, taskOf); slices.Contains(got, "cancel-final") {
 		t.Fatalf("with a lost requeue of the task the history breaks %v", got)
 	}
+}
+
+// find returns the first operation of h that ok accepts, failing the test
+// when there is none.
+func find(t *testing.T, h *linearizability.RuntimeHistory, ok func(*linearizability.Operation) bool) *linearizability.Operation {
+	t.Helper()
+	for i := range h.History.Operations {
+		if op := &h.History.Operations[i]; ok(op) {
+			return op
+		}
+	}
+	t.Fatal("the history has no such operation")
+	return nil
 }
