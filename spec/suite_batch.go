@@ -150,6 +150,25 @@ var batchSuite = []suiteCase{
 			last = it.Task.Version
 		}
 	}},
+	{name: "AckBatchOfATaskAnOperatorCancelledIsRefusedAsAckWould", run: func(e *env) {
+		// The claim still names the task by its token, so only the record
+		// of the Cancel tells this refusal from the Failed state's.
+		bs := e.batch()
+		_, a := e.running("a")
+		_, c := e.running("c")
+		_, err := e.s.Cancel(e.ctx, core.InspectParams{Queue: e.q, ID: "c"})
+		e.ok("Cancel", err)
+		cancelled := e.get("c")
+		res, err := bs.AckBatch(e.ctx, core.AckBatchParams{Queue: e.q, Acks: []core.AckItem{
+			{Claim: a, Result: []byte("A")},
+			{Claim: c, Result: []byte("C")},
+		}})
+		e.ok("AckBatch", err)
+		e.wantItems("AckBatch", res, nil, model.ErrCancelled)
+		if t := e.get("c"); t.Version != cancelled.Version || len(t.Result) != 0 {
+			e.t.Errorf("the refused item changed c: %s, was %s", formatTask(t), formatTask(cancelled))
+		}
+	}},
 	{name: "AckBatchWhoseItemsAreAllRefusedChangesNothing", run: func(e *env) {
 		bs := e.batch()
 		_, a := e.running("a")
