@@ -332,22 +332,13 @@ func ackArgs(acks []core.AckItem, items []core.ItemResult) (ids [][]byte, tokens
 	return ids, tokens, results
 }
 
-// ackManyPiped is ackMany sent with the lock: the statement with its time
-// from txNow, then a read of every task of the batch, which says why for
-// the claims it did not apply (it changed none of their tasks).
+// ackManyPiped is ackMany sent with the lock, as the one statement that
+// also reads the task of every claim it did not apply, which says why
+// (ackManyProbedNow).
 func (o *opTx) ackManyPiped(acks []core.AckItem, items []core.ItemResult, b *pgx.Batch) func(pgx.BatchResults) error {
 	ids, tokens, results := ackArgs(acks, items)
-	b.Queue(o.s.q.ackManyNow, o.queue, ids, tokens, results, int64(0))
-	b.Queue(o.s.q.probeMany, o.queue, ids)
+	b.Queue(o.s.q.ackManyProbedNow, o.queue, ids, tokens, results, int64(0))
 	return func(res pgx.BatchResults) error {
-		tasks, err := scanTasks(res.Query())
-		if err != nil {
-			return err
-		}
-		acked := make(map[string]model.Task, len(tasks))
-		for _, t := range tasks {
-			acked[t.ID] = t
-		}
 		rows, err := res.Query()
 		if err != nil {
 			return err
@@ -357,18 +348,30 @@ func (o *opTx) ackManyPiped(acks []core.AckItem, items []core.ItemResult, b *pgx
 			token, version uint64
 			err            error
 		}
-		seen := map[string]probed{}
+		acked := make(map[string]model.Task, len(acks))
+		var seen map[string]probed
 		for rows.Next() {
-			var id []byte
-			var st int16
-			var tok, ver int64
-			if err := rows.Scan(&id, &st, &tok, &ver); err != nil {
+			var probe bool
+			var r rawTask
+			if err := rows.Scan(append([]any{&probe}, r.dest()...)...); err != nil {
 				rows.Close()
 				return err
 			}
+			if !probe {
+				t, err := r.decode()
+				if err != nil {
+					rows.Close()
+					return err
+				}
+				acked[t.ID] = t
+				continue
+			}
 			var p probed
-			p.state, p.token, p.version, _, p.err = probeRow(fixedRow{st, tok, ver}, o.queue, string(id))
-			seen[string(id)] = p
+			p.state, p.token, p.version, _, p.err = probeRow(fixedRow{r.state, r.token, r.version}, o.queue, string(r.id))
+			if seen == nil {
+				seen = map[string]probed{}
+			}
+			seen[string(r.id)] = p
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {

@@ -99,7 +99,7 @@ type queries struct {
 
 	// The same statements with their times as offsets from txNow
 	// (atTxNow), sent with the lock, and what follows them.
-	enqueueNow, popNow, ackNow, ackManyNow, probeMany string
+	enqueueNow, popNow, ackNow, ackManyProbedNow string
 }
 
 func buildQueries(schema string) queries {
@@ -332,11 +332,24 @@ ON CONFLICT (queue, key) DO UPDATE SET task_id = excluded.task_id`),
 		fmt.Sprintf("(CASE WHEN $8::bigint > %s THEN %d ELSE $5::smallint END)", txNow, model.Scheduled), 1)
 	q.popNow = atTxNow(q.popReturning, 3, 4)
 	q.ackNow = atTxNow(q.ack, 4)
-	q.ackManyNow = atTxNow(q.ackMany, 5)
-	// $1 queue, $2 IDs: what the guards look at.
-	// (Looked up one by one, by key, as in ackMany.)
-	q.probeMany = f(`SELECT i.id, p.state, p.claim_token, p.version FROM unnest($2::bytea[]) AS i(id) CROSS JOIN LATERAL (
-  SELECT %s AS state, claim_token, version FROM {s}.tasks t WHERE t.queue = $1 AND t.id = i.id LIMIT 1) p`, probedState)
+	// ackMany that also says why for each claim it did not apply, for the
+	// pipelined AckBatch (which cannot wait for its rows to know which):
+	// a row per task it acknowledged (probe false, the task as it left
+	// it), then a row per other claim whose task exists (probe true: the
+	// task as the guard saw it, its state as probedState reads it, not
+	// decoded, since only the state, token and version say why). The
+	// claims name distinct tasks, so the statement changed none of those
+	// tasks, and its snapshot shows them as they are.
+	probed := fmt.Sprintf(`queue, id, payload, priority, %s AS state, attempt, max_attempts, version, claim_token, enqueued_at, run_after, claimed_at, deadline, finished_at, errors, result, timeout_ns, unique_key, unique_until, quarantine`, probedState)
+	final := " SELECT " + taskColumns + " FROM u"
+	if !strings.HasSuffix(q.ackMany, final) {
+		panic("leasehold/postgres: ackMany does not end with its SELECT")
+	}
+	q.ackManyProbedNow = atTxNow(strings.TrimSuffix(q.ackMany, final)+f(` SELECT false AS probe, %[1]s FROM u
+UNION ALL
+SELECT true, %[2]s FROM items CROSS JOIN LATERAL (
+  SELECT %[3]s FROM {s}.tasks t WHERE t.queue = $1 AND t.id = items.id LIMIT 1) p
+WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.id = items.id)`, taskColumns, strings.Replace(qualified("p"), "p.errors", "p.errors::text", 1), probed), 5)
 	for _, st := range model.States {
 		q.list[st] = f(`SELECT %s FROM {s}.tasks WHERE queue = $1 AND state = %d AND id > $2 ORDER BY id LIMIT $3`, taskColumns, st)
 	}
