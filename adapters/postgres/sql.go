@@ -341,11 +341,8 @@ ON CONFLICT (queue, key) DO UPDATE SET task_id = excluded.task_id`),
 	// claims name distinct tasks, so the statement changed none of those
 	// tasks, and its snapshot shows them as they are.
 	probed := fmt.Sprintf(`queue, id, payload, priority, %s AS state, attempt, max_attempts, version, claim_token, enqueued_at, run_after, claimed_at, deadline, finished_at, errors, result, timeout_ns, unique_key, unique_until, quarantine`, probedState)
-	final := " SELECT " + taskColumns + " FROM u"
-	if !strings.HasSuffix(q.ackMany, final) {
-		panic("leasehold/postgres: ackMany does not end with its SELECT")
-	}
-	q.ackManyProbedNow = atTxNow(strings.TrimSuffix(q.ackMany, final)+f(` SELECT false AS probe, %[1]s FROM u
+	// (ackMany ends with ackManyFinal: TestAckManyProbedKeepsAckManysGuard.)
+	q.ackManyProbedNow = atTxNow(strings.TrimSuffix(q.ackMany, ackManyFinal)+f(` SELECT false AS probe, %[1]s FROM u
 UNION ALL
 SELECT true, %[2]s FROM items CROSS JOIN LATERAL (
   SELECT %[3]s FROM {s}.tasks t WHERE t.queue = $1 AND t.id = items.id LIMIT 1) p
@@ -358,6 +355,9 @@ WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.id = items.id)`, taskColumns, strings.
 		taskColumns, lifeStates())
 	return q
 }
+
+// ackManyFinal is how ackMany ends: its answer, the rows it changed.
+const ackManyFinal = " SELECT " + taskColumns + " FROM u"
 
 // qualified is taskColumns named through the table alias a.
 func qualified(a string) string {
