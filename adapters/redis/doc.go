@@ -238,8 +238,12 @@
 //     after a worker popped the task, an Extend sent again after the Ack, a
 //     Pop sent again after an operator removed what it claimed). A client
 //     sends again within its retries (go-redis: MaxRetries times the read
-//     timeout plus a backoff, about 11 s at its defaults), well inside the
-//     30 s; the memory the replies take is bounded by 30 s of writes.
+//     timeout plus a backoff, about 11 s at its defaults, when each resend
+//     finds a connection at once; one that waits for the pool or dials
+//     comes later, and so does one of a client with longer timeouts). A
+//     resend that arrives after the 30 s runs the call again: the store
+//     does not check the client's timeouts against them. The memory the
+//     replies take is bounded by 30 s of writes.
 //   - A call that was refused changed nothing and keeps no reply: sent
 //     again, it is judged again, as a new call.
 //   - Reads need nothing.
