@@ -213,8 +213,8 @@ func TestPeriodicOccurrencesNamesAForeignID(t *testing.T) {
 
 // cancelBeforeAck adds to h an operator's cancel of a task, stamped just
 // before a worker's accepted Ack of it, so that the Ack came after the
-// cancel, and returns that Ack.
-func cancelBeforeAck(t *testing.T, h *linearizability.RuntimeHistory) linearizability.Operation {
+// cancel, and returns that Ack and the task's ID.
+func cancelBeforeAck(t *testing.T, h *linearizability.RuntimeHistory) (linearizability.Operation, string) {
 	t.Helper()
 	acked := func(op *linearizability.Operation) *model.Task {
 		switch {
@@ -234,7 +234,7 @@ func cancelBeforeAck(t *testing.T, h *linearizability.RuntimeHistory) linearizab
 		Input:  linearizability.Input{Queue: op.Input.Queue, Op: model.OpCancel, ID: cancelled.ID},
 		Output: linearizability.Output{Task: &cancelled},
 	})
-	return *op
+	return *op, cancelled.ID
 }
 
 // TestCancelFinalSparesWhatALostRequeueMayExplain: an operator's requeue
@@ -248,16 +248,18 @@ func TestCancelFinalSparesWhatALostRequeueMayExplain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	broken := func(t *testing.T, id func(linearizability.Operation) string) []string {
+	// broken adds a cancel before an Ack and, unless requeued is nil, a
+	// lost requeue of the task requeued names (given the Ack's task).
+	broken := func(t *testing.T, requeued func(task string) string) []string {
 		h := *rh
 		hist := *rh.History
 		hist.Operations = slices.Clone(rh.History.Operations)
 		h.History = &hist
-		ack := cancelBeforeAck(t, &h)
-		if id != nil {
+		ack, task := cancelBeforeAck(t, &h)
+		if requeued != nil {
 			hist.Operations = append(hist.Operations, linearizability.Operation{
 				Actor: "inspector 1", Call: ack.Call - 1, Return: math.MaxInt64,
-				Input:  linearizability.Input{Queue: ack.Input.Queue, Op: model.OpInspectRequeue, ID: id(ack)},
+				Input:  linearizability.Input{Queue: ack.Input.Queue, Op: model.OpInspectRequeue, ID: requeued(task)},
 				Output: linearizability.Output{Indeterminate: true},
 			})
 		}
@@ -267,19 +269,13 @@ func TestCancelFinalSparesWhatALostRequeueMayExplain(t *testing.T) {
 		}
 		return got
 	}
-	taskOf := func(op linearizability.Operation) string {
-		if op.Output.Task != nil {
-			return op.Output.Task.ID
-		}
-		return op.Output.Items[0].Task.ID
-	}
 	if got := broken(t, nil); !slices.Contains(got, "cancel-final") {
 		t.Fatalf("without the lost requeue the history breaks %v, want cancel-final", got)
 	}
-	if got := broken(t, func(linearizability.Operation) string { return "another" }); !slices.Contains(got, "cancel-final") {
+	if got := broken(t, func(string) string { return "another" }); !slices.Contains(got, "cancel-final") {
 		t.Fatalf("with a lost requeue of another task the history breaks %v, want cancel-final", got)
 	}
-	if got := broken(t, taskOf); slices.Contains(got, "cancel-final") {
+	if got := broken(t, func(task string) string { return task }); slices.Contains(got, "cancel-final") {
 		t.Fatalf("with a lost requeue of the task the history breaks %v", got)
 	}
 }

@@ -340,7 +340,7 @@ ON CONFLICT (queue, key) DO UPDATE SET task_id = excluded.task_id`),
 	// decoded, since only the state, token and version say why). The
 	// claims name distinct tasks, so the statement changed none of those
 	// tasks, and its snapshot shows them as they are.
-	probed := fmt.Sprintf(`queue, id, payload, priority, %s AS state, attempt, max_attempts, version, claim_token, enqueued_at, run_after, claimed_at, deadline, finished_at, errors, result, timeout_ns, unique_key, unique_until, quarantine`, probedState)
+	probed := strings.NewReplacer(", state, ", ", "+probedState+" AS state, ", "errors::text", "errors").Replace(taskColumns)
 	// (ackMany ends with ackManyFinal: TestAckManyProbedKeepsAckManysGuard.)
 	q.ackManyProbedNow = atTxNow(strings.TrimSuffix(q.ackMany, ackManyFinal)+f(` SELECT false AS probe, %[1]s FROM u
 UNION ALL
