@@ -160,6 +160,55 @@ func serverCPU(b *testing.B, c goredis.UniversalClient) float64 {
 	return sum
 }
 
+// dropKept deletes the replies s keeps for resends (its keys
+// <prefix>{queue}:req:<request ID>, see lua/lib.lua) and returns the bytes
+// of the server's memory that frees (used_memory before and after).
+func dropKept(b *testing.B, s *redis.Store) int64 {
+	b.Helper()
+	ctx := context.Background()
+	c := s.Client()
+	used := func() int64 {
+		info, err := c.Info(ctx, "memory").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return n
+			}
+		}
+		b.Fatal("INFO memory has no used_memory")
+		return 0
+	}
+	var keys []string
+	iter := c.Scan(ctx, 0, s.Prefix()+"*:req:*", 1000).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		b.Fatal(err)
+	}
+	before := used()
+	for i := 0; i < len(keys); i += 1000 {
+		if err := c.Unlink(ctx, keys[i:min(i+1000, len(keys))]...).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return before - used()
+}
+
+// reportKept reports the memory the replies kept for resends hold, per
+// unit: what deleting them frees. Each is kept for 30 s, so a store
+// holds about this much times 30 s of its rate.
+func reportKept(b *testing.B, s *redis.Store, n int, unit string) {
+	b.Helper()
+	b.ReportMetric(float64(dropKept(b, s))/float64(n), "kept-B/"+unit)
+}
+
 // fill enqueues n tasks (outside the timer) with 64 goroutines.
 func fill(b *testing.B, s *redis.Store, queue string, n int) {
 	b.Helper()
@@ -220,6 +269,7 @@ func BenchmarkEnqueue(b *testing.B) {
 				return enqueue(ctx, s, "bench", int64(i))
 			})
 			cost(b.N)
+			reportKept(b, s, b.N, "op")
 		})
 	}
 }
@@ -434,6 +484,7 @@ func BenchmarkWorker(b *testing.B) {
 					}
 				}
 			}
+			dropKept(b, s) // the EnqueueBatch calls' replies: not the Worker's
 			w, err := core.NewWorker(s, "bench",
 				func(context.Context, core.Claim, core.Task) ([]byte, error) { return nil, nil },
 				core.WithConcurrency(g))
@@ -451,6 +502,7 @@ func BenchmarkWorker(b *testing.B) {
 			b.StopTimer()
 			cpu := processCPU() - cpu0
 			cost(b.N)
+			reportKept(b, s, b.N, "task")
 			if err := w.Shutdown(ctx); err != nil {
 				b.Fatal(err)
 			}
