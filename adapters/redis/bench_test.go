@@ -142,22 +142,29 @@ func benchCost(b *testing.B, c goredis.UniversalClient, unit string) func(units 
 	}
 }
 
-// serverCPU returns the server's used_cpu_sys + used_cpu_user, in seconds.
-func serverCPU(b *testing.B, c goredis.UniversalClient) float64 {
+// info returns the fields of an INFO section, by name.
+func info(b *testing.B, c goredis.UniversalClient, section string) map[string]string {
 	b.Helper()
-	info, err := c.Info(context.Background(), "cpu").Result()
+	text, err := c.Info(context.Background(), section).Result()
 	if err != nil {
 		b.Fatal(err)
 	}
-	var sum float64
-	for _, line := range strings.Split(info, "\n") {
-		name, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if ok && (name == "used_cpu_sys" || name == "used_cpu_user") {
-			f, _ := strconv.ParseFloat(v, 64)
-			sum += f
+	fields := map[string]string{}
+	for _, line := range strings.Split(text, "\n") {
+		if name, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			fields[name] = v
 		}
 	}
-	return sum
+	return fields
+}
+
+// serverCPU returns the server's used_cpu_sys + used_cpu_user, in seconds.
+func serverCPU(b *testing.B, c goredis.UniversalClient) float64 {
+	b.Helper()
+	f := info(b, c, "cpu")
+	sys, _ := strconv.ParseFloat(f["used_cpu_sys"], 64)
+	user, _ := strconv.ParseFloat(f["used_cpu_user"], 64)
+	return sys + user
 }
 
 // dropKept deletes the replies s keeps for resends (its keys
@@ -168,21 +175,11 @@ func dropKept(b *testing.B, s *redis.Store) int64 {
 	ctx := context.Background()
 	c := s.Client()
 	used := func() int64 {
-		info, err := c.Info(ctx, "memory").Result()
+		n, err := strconv.ParseInt(info(b, c, "memory")["used_memory"], 10, 64)
 		if err != nil {
-			b.Fatal(err)
+			b.Fatal("INFO memory: used_memory: ", err)
 		}
-		for _, line := range strings.Split(info, "\n") {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
-				n, err := strconv.ParseInt(v, 10, 64)
-				if err != nil {
-					b.Fatal(err)
-				}
-				return n
-			}
-		}
-		b.Fatal("INFO memory has no used_memory")
-		return 0
+		return n
 	}
 	var keys []string
 	iter := c.Scan(ctx, 0, s.Prefix()+"*:req:*", 1000).Iterator()
