@@ -250,6 +250,18 @@ func blockUntil(t testing.TB, clk *core.FakeClock, n int) {
 	}
 }
 
+// blockUntilTimerAt waits until clk has a timer due at at, failing the
+// test after guard.
+func blockUntilTimerAt(t testing.TB, clk *core.FakeClock, at time.Time) {
+	t.Helper()
+	done := make(chan struct{})
+	timer := time.AfterFunc(guard, func() { close(done) })
+	defer timer.Stop()
+	if !clk.BlockUntilTimerAt(at, done) {
+		t.Fatalf("the clock never had a timer due at %v (it has %d timers)", at, clk.Timers())
+	}
+}
+
 // mustGet returns the task, failing the test on an error.
 func mustGet(t testing.TB, s core.Store, id string) core.Task {
 	t.Helper()

@@ -67,8 +67,7 @@ func TestWorkerFindsNothingInAPausedQueue(t *testing.T) {
 	if paused, err := ins.Resume(ctx); err != nil || paused {
 		t.Fatalf("Resume: %v, %v", paused, err)
 	}
-	blockUntil(t, clk, 1)
-	clk.Advance(time.Second)
+	advanceToPoll(t, s, clk)
 	if id := receive(t, handled); id != "second" {
 		t.Fatalf("handled %q after the Resume, want second", id)
 	}

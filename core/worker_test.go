@@ -584,7 +584,9 @@ func TestWorkerPollsAnEmptyQueueWithBackoff(t *testing.T) {
 	if len(e.IDs) != 0 {
 		t.Fatalf("poll after work got %v", e.IDs)
 	}
-	blockUntil(t, clk, 1)
+	// The heartbeat loop's timer for "w" may still be armed: wait for the
+	// poll's own, one second out.
+	blockUntilTimerAt(t, clk, clk.Now().Add(time.Second))
 	clk.Advance(time.Second)
 	s.wait(t, "Pop", 8)
 }
