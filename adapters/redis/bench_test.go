@@ -199,8 +199,9 @@ func dropKept(b *testing.B, s *redis.Store) int64 {
 }
 
 // reportKept reports the memory the replies kept for resends hold, per
-// unit: what deleting them frees. Each is kept for 30 s, so a store
-// holds about this much times 30 s of its rate.
+// unit: what deleting them frees. Each is kept while its client may
+// resend it (see resend.go), so a store holds about this much times that
+// window of its rate.
 func reportKept(b *testing.B, s *redis.Store, n int, unit string) {
 	b.Helper()
 	b.ReportMetric(float64(dropKept(b, s))/float64(n), "kept-B/"+unit)

@@ -25,7 +25,7 @@
 //	P{q}:finished        zset    Succeeded and Failed IDs, score finished_at (µs)
 //	P{q}:ids:<state>     zset    the IDs of one state, all at score 0, for List
 //	P{q}:all             set     every ID the queue holds a record of, and "" (the registry, below)
-//	P{q}:req:<request>   string  a write's whole reply, for 30 s (see Retransmissions)
+//	P{q}:req:<request>   string  a write's whole reply, while a resend can come (see Retransmissions)
 //	P{q}:paused          string  "1" while the queue is paused (Pause); absent otherwise
 //	P{q}:unique          hash    unique key -> ID of its last taker (only with keyed tasks)
 //
@@ -231,19 +231,30 @@
 //
 //   - Every call that changes something keeps its whole reply (the clock
 //     reading it used and every task as it left them, packed) under
-//     P{q}:req:<request ID>, a declared key of the queue's slot, for 30
-//     seconds, in the same script as its writes. A call that finds that key
-//     was applied: it answers with the reply kept there and writes nothing,
-//     whatever other calls did to its tasks since (an Enqueue sent again
-//     after a worker popped the task, an Extend sent again after the Ack, a
-//     Pop sent again after an operator removed what it claimed). A client
-//     sends again within its retries (go-redis: MaxRetries times the read
-//     timeout plus a backoff, about 11 s at its defaults, when each resend
-//     finds a connection at once; one that waits for the pool or dials
-//     comes later, and so does one of a client with longer timeouts). A
-//     resend that arrives after the 30 s runs the call again: the store
-//     does not check the client's timeouts against them. The memory the
-//     replies take is bounded by 30 s of writes.
+//     P{q}:req:<request ID>, a declared key of the queue's slot, in the same
+//     script as its writes. A call that finds that key was applied: it
+//     answers with the reply kept there and writes nothing, whatever other
+//     calls did to its tasks since (an Enqueue sent again after a worker
+//     popped the task, an Extend sent again after the Ack, a Pop sent again
+//     after an operator removed what it claimed).
+//   - The reply is kept as long as the client can send the call again: the
+//     store reads its go-redis client's options (New and Open do, for a
+//     Client, a ClusterClient or a Ring) and adds up, for each of
+//     MaxRetries resends, the earlier attempt's read, the backoff, the
+//     wait for the pool, DialerRetries dials of DialTimeout, a new
+//     connection's handshake and the write; a Cluster client's
+//     MaxRedirects multiply the retries. A call whose context has a
+//     deadline starts no attempt after it, so its reply is kept until the
+//     deadline plus a handshake and a write. Two seconds more cover the
+//     network and the server's queue. The request ID carries the seconds
+//     to the script. At go-redis's defaults that is 160 s for a call
+//     without a deadline and about 47 s for a Worker's calls, which end
+//     within a lease of 30 s; a client without retries keeps a reply 2 s.
+//     A client whose read or write timeout is off, or of another type,
+//     keeps replies 15 minutes, and a resend later than that runs the call
+//     again. The memory the replies take is bounded by that window of
+//     writes: shorten it with the client's timeouts (DialerRetries is the
+//     largest part at the defaults) or the calls' deadlines.
 //   - A call that was refused changed nothing and keeps no reply: sent
 //     again, it is judged again, as a new call.
 //   - Reads need nothing.

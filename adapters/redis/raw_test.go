@@ -36,8 +36,8 @@ func dump(tb testing.TB, c goredis.UniversalClient, s *redis.Store) rawState {
 	for _, k := range keys {
 		if strings.Contains(k, "}:req:") {
 			// A remembered answer: it must expire, and is not state.
-			if ttl := c.TTL(ctx, k).Val(); ttl <= 0 || ttl > 30*time.Second {
-				tb.Errorf("memo key %s has TTL %v, want 0 < TTL <= 30s", k, ttl)
+			if ttl := c.TTL(ctx, k).Val(); ttl <= 0 || ttl > 15*time.Minute {
+				tb.Errorf("memo key %s has TTL %v, want 0 < TTL <= 15m", k, ttl)
 			}
 			continue
 		}

@@ -257,7 +257,7 @@ func (s *Store) eval(ctx context.Context, sc *script, keys []string, id string, 
 func (s *Store) call(ctx context.Context, sc *script, keys []string, args ...any) (int64, []string, error) {
 	req := ""
 	if sc.writes {
-		req = s.requestID()
+		req = s.requestID(ctx)
 		if sc.memo {
 			keys = append(keys, strings.TrimSuffix(keys[0], "seq")+"req:"+req)
 		}

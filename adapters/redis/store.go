@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -30,6 +31,9 @@ type Store struct {
 	closed   atomic.Bool
 	reqBase  string        // random, unique to this Store
 	reqSeq   atomic.Uint64 // the last request number
+	// resendWindow and afterDeadline bound the client's resends (see
+	// resend.go): a call's reply is kept for as long.
+	resendWindow, afterDeadline time.Duration
 	// noFunctions: the server cannot run the library (see run); the store
 	// sends EVALSHA from then on.
 	noFunctions atomic.Bool
@@ -84,6 +88,10 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 	if strings.ContainsAny(s.prefix, "{}") {
 		return nil, fmt.Errorf("%w: key prefix %q must not contain '{' or '}'", core.ErrInvalidArgument, s.prefix)
 	}
+	s.resendWindow, s.afterDeadline = replyCap, replyCap
+	if l, ok := limitsOf(client); ok {
+		s.resendWindow, s.afterDeadline = l.window(), l.afterDeadline()
+	}
 	return s, nil
 }
 
@@ -104,10 +112,15 @@ func Open(url string, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// requestID returns a new request ID: the store's random base and a
-// counter, unique across stores and processes.
-func (s *Store) requestID() string {
-	return s.reqBase + strconv.FormatUint(s.reqSeq.Add(1), 36)
+// requestID returns a new request ID for a call made with ctx: the
+// seconds the server keeps the call's reply (keepFor), then the store's
+// random base and a counter, unique across stores and processes.
+func (s *Store) requestID(ctx context.Context) string {
+	b := make([]byte, 0, 8+len(s.reqBase)+8)
+	b = strconv.AppendInt(b, s.keepFor(ctx), 10)
+	b = append(b, '~')
+	b = append(b, s.reqBase...)
+	return string(strconv.AppendUint(b, s.reqSeq.Add(1), 36))
 }
 
 // Client returns the client the store uses.

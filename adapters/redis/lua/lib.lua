@@ -88,20 +88,23 @@ local IDS = {scheduled = 6, ready = 7, running = 8, succeeded = 9, failed = 10}
 -- Retransmissions. A client whose connection dropped after the server ran a
 -- call may send it again, with the same request ID. Every call that writes
 -- keeps its whole reply (the clock reading and the tasks as it left them)
--- under its memo key for MEMO_TTL seconds (answer, remember_reply,
+-- under its memo key for CALL.ttl seconds (answer, remember_reply,
 -- remember), and a call that finds its memo key answers with what it holds
 -- and writes nothing (replay, recall_reply, recall), whatever other calls
 -- did to its tasks since. A refused call changed nothing and keeps no memo:
--- sent again, it is judged again. A client resends within its retries
--- (go-redis: MaxRetries times the read timeout and a backoff, about 11 s at
--- its defaults), well inside the TTL.
+-- sent again, it is judged again. The request ID starts with the seconds
+-- to keep the reply and '~': the store reckons them from its client's
+-- retry limits and the call's deadline, the longest a resend can come
+-- after the server ran the call (resend.go). An ID without them keeps the
+-- reply MEMO_TTL seconds.
 local MEMO_TTL = '30'
--- CALL is the running call: its request ID, the now its clock read, and
--- zsets: the keys this call has already found to hold a zset or nothing
--- (a Z command on them succeeded, or TYPE said so), which a write to them
--- need not check again (see writable). A key's type cannot change within
--- a call but for its own writes, and the scripts write only zsets there.
-local CALL = {req = '', now = 0, zsets = {}}
+-- CALL is the running call: its request ID, the seconds its reply is kept,
+-- the now its clock read, and zsets: the keys this call has already found
+-- to hold a zset or nothing (a Z command on them succeeded, or TYPE said
+-- so), which a write to them need not check again (see writable). A key's
+-- type cannot change within a call but for its own writes, and the scripts
+-- write only zsets there.
+local CALL = {req = '', ttl = MEMO_TTL, now = 0, zsets = {}}
 
 local function refuse(code, ...)
   error({leasehold = {code, ...}}, 0)
@@ -109,6 +112,7 @@ end
 
 local function run(main)
   CALL.req = ARGV[#ARGV] or ''
+  CALL.ttl = string.match(CALL.req, '^([1-9]%d?%d?%d?%d?)~') or MEMO_TTL
   CALL.now = 0
   CALL.zsets = {}
   local ok, res = pcall(main)
@@ -1119,11 +1123,11 @@ local function replay(id)
 end
 
 -- answer is the reply of a call on one task that succeeded: it remembers
--- the reply under the call's memo key for MEMO_TTL s (see replay), then
+-- the reply under the call's memo key for CALL.ttl s (see replay), then
 -- gives it.
 local function answer(now, t)
   if CALL.req ~= '' then
-    redis.call('SET', KEYS[#KEYS], cmsgpack.pack({fmt(now), t.packed}), 'EX', MEMO_TTL)
+    redis.call('SET', KEYS[#KEYS], cmsgpack.pack({fmt(now), t.packed}), 'EX', CALL.ttl)
   end
   return emit({OK, fmt(now)}, t)
 end
@@ -1143,9 +1147,9 @@ local function recall()
   return m
 end
 
--- remember keeps m (a list of strings) as this call's answer for MEMO_TTL s.
+-- remember keeps m (a list of strings) as this call's answer for CALL.ttl s.
 local function remember(m)
-  if CALL.req ~= '' then redis.call('SET', KEYS[#KEYS], cmsgpack.pack(m), 'EX', MEMO_TTL) end
+  if CALL.req ~= '' then redis.call('SET', KEYS[#KEYS], cmsgpack.pack(m), 'EX', CALL.ttl) end
 end
 
 -- recall_reply returns the whole reply an earlier run of this call gave
@@ -1164,10 +1168,10 @@ local function recall_reply()
 end
 
 -- remember_reply keeps a call's whole reply (a list: OK, then strings) for
--- MEMO_TTL s and returns it: a retransmission is answered with exactly it,
+-- CALL.ttl s and returns it: a retransmission is answered with exactly it,
 -- the clock reading included, whatever happened to its tasks since.
 local function remember_reply(out)
-  if CALL.req ~= '' then redis.call('SET', KEYS[#KEYS], cmsgpack.pack(out), 'EX', MEMO_TTL) end
+  if CALL.req ~= '' then redis.call('SET', KEYS[#KEYS], cmsgpack.pack(out), 'EX', CALL.ttl) end
   return out
 end
 

@@ -1,0 +1,142 @@
+package redis
+
+import (
+	"context"
+	"math"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// How long a call's reply is kept: as long as the client can send the call
+// again after the server ran it, so that a call that took effect is never
+// run a second time and answered with a refusal.
+//
+// go-redis sends a command again when an attempt fails with a retryable
+// error (a timeout, a dropped connection), up to MaxRetries times. Between
+// the server's run of one attempt and the arrival of the next, the client
+// can spend, per attempt after the first: the rest of the earlier
+// attempt's read (ReadTimeout), the backoff (at most MaxRetryBackoff), the
+// wait for a pooled connection (PoolTimeout), dialling a new one
+// (DialerRetries attempts of DialTimeout and the pauses between them), the
+// new connection's handshake (a write and a read) and the command's write
+// (WriteTimeout). resendWindow is the sum over the retries. A Cluster
+// client follows up to MaxRedirects redirections, each with the retries of
+// a node's client.
+//
+// A call whose context has a deadline starts no attempt after it (the
+// backoff, the pool and the dial watch the context), so its window also
+// ends at the deadline plus the handshake and the write of an attempt
+// begun just before: the Worker's calls, which end within a lease, keep
+// their replies for about a lease. keepFor takes the shorter of the two.
+
+const (
+	// replyMargin covers the time a resend spends between the client's
+	// write and the server's run of it (the network, the server's queue).
+	replyMargin = 2 * time.Second
+	// replyFloor is the shortest time a reply is kept.
+	replyFloor = time.Second
+	// replyCap bounds the time a reply is kept when the client's timeouts
+	// do not (a read or write timeout switched off, or a client type whose
+	// options the store cannot read): a resend later than that runs the
+	// call again.
+	replyCap = 15 * time.Minute
+)
+
+// retryLimits are the client options that bound its resends.
+type retryLimits struct {
+	retries     int // resends after the first attempt
+	backoff     time.Duration
+	pool        time.Duration
+	dial        time.Duration
+	dialRetries int
+	dialPause   func(attempt int) time.Duration
+	read, write time.Duration
+}
+
+// window returns the longest time from the server's run of an attempt to
+// the last resend's write, or replyCap when a limit is switched off.
+func (l retryLimits) window() time.Duration {
+	if l.retries <= 0 {
+		return 0
+	}
+	if l.read <= 0 || l.write <= 0 || l.pool <= 0 || l.dial <= 0 {
+		return replyCap
+	}
+	dial := time.Duration(max(l.dialRetries, 1)) * l.dial
+	for a := range max(l.dialRetries, 1) - 1 {
+		dial += max(l.dialPause(a), 0)
+	}
+	per := l.read + max(l.backoff, 0) + l.pool + dial + l.write + l.read + l.write
+	if per > replyCap/time.Duration(l.retries) {
+		return replyCap
+	}
+	return min(time.Duration(l.retries)*per, replyCap)
+}
+
+// afterDeadline is how long after a context's deadline an attempt begun
+// just before it can still write: a new connection's handshake, then the
+// command.
+func (l retryLimits) afterDeadline() time.Duration {
+	if l.read <= 0 || l.write <= 0 {
+		return replyCap
+	}
+	return 2*l.write + l.read
+}
+
+// constPause returns a dial pause function that waits d each time, as
+// go-redis does when DialerRetryBackoff is nil.
+func constPause(d time.Duration) func(int) time.Duration {
+	if d <= 0 {
+		d = 100 * time.Millisecond // go-redis's default
+	}
+	return func(int) time.Duration { return d }
+}
+
+// limitsOf reads the retry limits of a go-redis client (its options as the
+// client completed them with its defaults). ok is false for a client type
+// it does not know.
+func limitsOf(c goredis.UniversalClient) (l retryLimits, ok bool) {
+	switch c := c.(type) {
+	case *goredis.Client:
+		o := c.Options()
+		l = retryLimits{retries: o.MaxRetries, pool: o.PoolTimeout, read: o.ReadTimeout, write: o.WriteTimeout}
+		l.dialing(o.DialTimeout, o.DialerRetries, o.DialerRetryBackoff, o.DialerRetryTimeout)
+		l.backoff = max(o.MaxRetryBackoff, o.MinRetryBackoff)
+	case *goredis.ClusterClient:
+		// Each of the redirections runs a node client's retries.
+		o := c.Options()
+		retries := (o.MaxRedirects+1)*(max(o.MaxRetries, 0)+1) - 1
+		l = retryLimits{retries: retries, pool: o.PoolTimeout, read: o.ReadTimeout, write: o.WriteTimeout}
+		l.dialing(o.DialTimeout, o.DialerRetries, o.DialerRetryBackoff, o.DialerRetryTimeout)
+		l.backoff = max(o.MaxRetryBackoff, o.MinRetryBackoff)
+	case *goredis.Ring:
+		o := c.Options()
+		l = retryLimits{retries: o.MaxRetries, pool: o.PoolTimeout, read: o.ReadTimeout, write: o.WriteTimeout}
+		l.dialing(o.DialTimeout, o.DialerRetries, o.DialerRetryBackoff, o.DialerRetryTimeout)
+		l.backoff = max(o.MaxRetryBackoff, o.MinRetryBackoff)
+	default:
+		return retryLimits{}, false
+	}
+	return l, true
+}
+
+// dialing sets the dial limits: attempts of timeout each, with pause
+// between them (go-redis waits pauseEach when pause is nil).
+func (l *retryLimits) dialing(timeout time.Duration, attempts int, pause func(int) time.Duration, pauseEach time.Duration) {
+	l.dial, l.dialRetries, l.dialPause = timeout, attempts, pause
+	if pause == nil {
+		l.dialPause = constPause(pauseEach)
+	}
+}
+
+// keepFor returns how many whole seconds the server keeps the reply of a
+// call made with ctx.
+func (s *Store) keepFor(ctx context.Context) int64 {
+	d := s.resendWindow
+	if dl, ok := ctx.Deadline(); ok && s.afterDeadline < replyCap {
+		d = min(d, time.Until(dl)+s.afterDeadline)
+	}
+	d = max(d+replyMargin, replyFloor)
+	return int64(math.Ceil(d.Seconds()))
+}

@@ -1,0 +1,158 @@
+package redis_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/leasehold/leasehold/adapters/redis"
+	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/internal/redistest"
+	"github.com/leasehold/leasehold/model"
+)
+
+// keptFor makes one Enqueue through a store on client with ctx and returns
+// the time to live of the reply the server kept for it.
+func keptFor(t *testing.T, ctx context.Context, client goredis.UniversalClient, id string) time.Duration {
+	t.Helper()
+	s, err := redis.New(client, redis.WithPrefix("kept-"+id+":"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "q", EnqueueArgs: model.EnqueueArgs{ID: id, MaxAttempts: 1}}); err != nil {
+		t.Fatalf("Enqueue: %v", err)
+	}
+	keys, err := client.Keys(context.Background(), s.Prefix()+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var memo []string
+	for _, k := range keys {
+		if strings.Contains(k, "}:req:") {
+			memo = append(memo, k)
+		}
+	}
+	if len(memo) != 1 {
+		t.Fatalf("the Enqueue kept %d replies (%v), want one", len(memo), keys)
+	}
+	ttl, err := client.PTTL(context.Background(), memo[0]).Result()
+	if err != nil || ttl <= 0 {
+		t.Fatalf("PTTL %s = %v, %v; want a time to live", memo[0], ttl, err)
+	}
+	return ttl
+}
+
+// TestKeptRepliesOutlastTheClientsResends checks that a call's reply is
+// kept as long as its client can send the call again: go-redis at its
+// defaults may resend after the server ran the call for longer than each
+// retry's read, dial and write timeouts together, and a reply that expired
+// first would let the resend run the call a second time and be refused (an
+// Enqueue with ErrConflict, an Ack with ErrStaleClaim). A call with a
+// deadline starts no attempt after it, and one without retries is never
+// resent, so those keep their replies for less.
+func TestKeptRepliesOutlastTheClientsResends(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	open := func(o *goredis.Options) *goredis.Client {
+		o.Addr = srv.Addr
+		c := goredis.NewClient(o)
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+
+	def := open(&goredis.Options{})
+	o := def.Options()
+	least := time.Duration(o.MaxRetries) * (o.ReadTimeout + o.DialTimeout + o.WriteTimeout)
+	if ttl := keptFor(t, ctx, def, "default"); ttl < least {
+		t.Errorf("a call of a default client keeps its reply %v, less than %d retries of a read, a dial and a write (%v)", ttl, o.MaxRetries, least)
+	}
+
+	// A deadline of 3 s: the last attempt begins before it, then
+	// handshakes and writes within the timeouts.
+	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	most := 3*time.Second + 2*o.WriteTimeout + o.ReadTimeout + 3*time.Second
+	if ttl := keptFor(t, dctx, def, "deadline"); ttl < 3*time.Second || ttl > most {
+		t.Errorf("a call with a deadline 3 s away keeps its reply %v, want between 3 s and %v", ttl, most)
+	}
+
+	// Longer timeouts keep replies longer.
+	slow := open(&goredis.Options{ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second})
+	if ttl, want := keptFor(t, ctx, slow, "slow"), 3*(30+30)*time.Second; ttl < want {
+		t.Errorf("a client with 30 s timeouts keeps a reply %v, want at least %v", ttl, want)
+	}
+
+	// A client that never resends keeps a reply only briefly.
+	once := open(&goredis.Options{MaxRetries: -1})
+	if ttl := keptFor(t, ctx, once, "once"); ttl > 5*time.Second {
+		t.Errorf("a client without retries keeps a reply %v, want at most 5 s", ttl)
+	}
+
+	// A client without a read timeout may resend at any time: the reply is
+	// kept for the longest the store keeps one.
+	blocking := open(&goredis.Options{ReadTimeout: -1})
+	if ttl := keptFor(t, ctx, blocking, "blocking"); ttl < 10*time.Minute {
+		t.Errorf("a client without a read timeout keeps a reply %v, want the cap of 15 minutes", ttl)
+	}
+}
+
+// TestAWorkersRepliesAreKeptForAboutALease checks that the calls of a
+// core.Worker, which end within a lease, keep their replies for the lease
+// and the handshake and write of a last attempt, not for the client's whole
+// retry window.
+func TestAWorkersRepliesAreKeptForAboutALease(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	s, err := redis.Open("redis://" + srv.Addr + "/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const lease = 5 * time.Second
+	done := make(chan struct{})
+	w, err := core.NewWorker(s, "q", func(context.Context, core.Claim, core.Task) ([]byte, error) {
+		close(done)
+		return nil, nil
+	}, core.WithLease(lease), core.WithConcurrency(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(ctx) }()
+	if _, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "q", EnqueueArgs: model.EnqueueArgs{ID: "t", MaxAttempts: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := w.Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-ran; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	c := s.Client()
+	keys, err := c.Keys(ctx, s.Prefix()+"*}:req:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := c.(*goredis.Client).Options()
+	most := lease + 2*o.WriteTimeout + o.ReadTimeout + 3*time.Second
+	worker := 0
+	for _, k := range keys {
+		ttl := c.PTTL(ctx, k).Val()
+		if ttl > most {
+			continue // the Enqueue's, made without a deadline
+		}
+		worker++
+		if ttl < lease/2 {
+			t.Errorf("a Worker's call keeps its reply %v, less than half its lease", ttl)
+		}
+	}
+	if worker == 0 {
+		t.Fatalf("no kept reply of %d (%v) is a Worker's: none within %v", len(keys), keys, most)
+	}
+}
