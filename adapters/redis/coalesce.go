@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/leasehold/leasehold/core"
 	"github.com/leasehold/leasehold/model"
@@ -142,8 +143,16 @@ func (s *Store) sendEnqueues(queue string, calls []*enqueueCall) {
 		c.res, c.err = res, err
 		close(c.done)
 	}
-	// No caller's cancellation may stop the script the others wait for.
+	// No caller's cancellation may stop the script the others wait for;
+	// once the last caller's deadline has passed none waits for it, and no
+	// attempt of it starts after that (which bounds how long its reply is
+	// kept: resend.go).
 	ctx := context.WithoutCancel(calls[0].ctx)
+	if last, ok := lastDeadline(calls); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, last)
+		defer cancel()
+	}
 	if len(calls) == 1 {
 		c := calls[0]
 		runAfter, _ := micros("run after", c.args.RunAfter) // checked by Enqueue
@@ -198,4 +207,20 @@ func (s *Store) sendEnqueues(queue string, calls []*enqueueCall) {
 			answer(c, core.TaskResult{Now: r.Now, Task: r.Items[i].Task}, nil)
 		}
 	}
+}
+
+// lastDeadline returns the latest of the calls' deadlines, and false when a
+// call has none.
+func lastDeadline(calls []*enqueueCall) (time.Time, bool) {
+	var last time.Time
+	for _, c := range calls {
+		d, ok := c.ctx.Deadline()
+		if !ok {
+			return time.Time{}, false
+		}
+		if d.After(last) {
+			last = d
+		}
+	}
+	return last, true
 }

@@ -245,7 +245,9 @@
 //     connection's handshake and the write; a Cluster client's
 //     MaxRedirects multiply the retries. A call whose context has a
 //     deadline starts no attempt after it, so its reply is kept until the
-//     deadline plus a handshake and a write. Two seconds more cover the
+//     deadline plus a handshake and a write (concurrent Enqueues sent as
+//     one script: the latest of their deadlines, when each has one). Two
+//     seconds more cover the
 //     network and the server's queue. The request ID carries the seconds
 //     to the script. At go-redis's defaults that is 160 s for a call
 //     without a deadline and about 47 s for a Worker's calls, which end

@@ -2,7 +2,9 @@ package redis_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -154,5 +156,46 @@ func TestAWorkersRepliesAreKeptForAboutALease(t *testing.T) {
 	}
 	if worker == 0 {
 		t.Fatalf("no kept reply of %d (%v) is a Worker's: none within %v", len(keys), keys, most)
+	}
+}
+
+// TestCoalescedEnqueuesKeepTheirReplyUntilTheLastDeadline checks that
+// concurrent Enqueues sent to the server together as one script, all with
+// a deadline, keep its reply for the latest deadline and a last attempt,
+// not for the client's whole retry window: the script they share has no
+// caller left waiting after the last deadline, and starts no attempt then.
+func TestCoalescedEnqueuesKeepTheirReplyUntilTheLastDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	s, err := redis.Open("redis://" + srv.Addr + "/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() {
+			id := fmt.Sprintf("t%02d", i)
+			if _, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "q", EnqueueArgs: model.EnqueueArgs{ID: id, MaxAttempts: 1}}); err != nil {
+				t.Errorf("Enqueue %s: %v", id, err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := redis.Batched(s); n == 0 {
+		t.Fatal("none of 64 concurrent Enqueues went out in a batch: the test needs some")
+	}
+	c := s.Client()
+	keys, err := c.Keys(context.Background(), s.Prefix()+"*}:req:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := c.(*goredis.Client).Options()
+	most := 3*time.Second + 2*o.WriteTimeout + o.ReadTimeout + 3*time.Second
+	for _, k := range keys {
+		if ttl := c.PTTL(context.Background(), k).Val(); ttl <= 0 || ttl > most {
+			t.Errorf("the reply %s is kept %v, want at most %v", k, ttl, most)
+		}
 	}
 }
