@@ -242,22 +242,25 @@ func receive[T any](t testing.TB, ch <-chan T) T {
 // guard.
 func blockUntil(t testing.TB, clk *core.FakeClock, n int) {
 	t.Helper()
+	if !withinGuard(func(done <-chan struct{}) bool { return clk.BlockUntil(n, done) }) {
+		t.Fatalf("the clock never had %d timers waiting (it has %d)", n, clk.Timers())
+	}
+}
+
+// withinGuard runs wait with a channel closed after guard and returns what
+// it returns.
+func withinGuard(wait func(done <-chan struct{}) bool) bool {
 	done := make(chan struct{})
 	timer := time.AfterFunc(guard, func() { close(done) })
 	defer timer.Stop()
-	if !clk.BlockUntil(n, done) {
-		t.Fatalf("the clock never had %d timers waiting (it has %d)", n, clk.Timers())
-	}
+	return wait(done)
 }
 
 // blockUntilTimerAt waits until clk has a timer due at at, failing the
 // test after guard.
 func blockUntilTimerAt(t testing.TB, clk *core.FakeClock, at time.Time) {
 	t.Helper()
-	done := make(chan struct{})
-	timer := time.AfterFunc(guard, func() { close(done) })
-	defer timer.Stop()
-	if !clk.BlockUntilTimerAt(at, done) {
+	if !withinGuard(func(done <-chan struct{}) bool { return clk.BlockUntilTimerAt(at, done) }) {
 		t.Fatalf("the clock never had a timer due at %v (it has %d timers)", at, clk.Timers())
 	}
 }
