@@ -113,6 +113,19 @@ func TestRandomizedHistories(t *testing.T) {
 		cfg.Name, cfg.ProducerTwins = "redis-shared", 3
 		cfg.Histories, cfg.Duration = max(cfg.Histories/4, 1), max(cfg.Duration/4, time.Second)
 		check(t, cfg, shared)
+		if t.Failed() {
+			return
+		}
+		// Then through fault proxies, on the client redis.Open makes (with
+		// go-redis's retries): a plan's lost requests and replies are cuts
+		// of a real connection, and the client sends the call again, which
+		// must be answered with its own answer.
+		proxied, err := backends.RedisProxy(redistest.URL(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Name, cfg.ProducerTwins, cfg.Faults = "redis-proxy", 0, true
+		check(t, cfg, proxied)
 	})
 	t.Run("redis-cluster", func(t *testing.T) {
 		// Three masters; the plans' queues, q0 and q1, are on two of them.

@@ -162,16 +162,3 @@ func shrinkRuntime(cfg linearizability.Config, fl linearizability.Failure, tries
 	dir, err = linearizability.SaveRuntimeFailure(filepath.Join(out, "shrunk"), last.plan, last.rh, last.v, last.props)
 	return last.plan, dir, tb.outcome(), err
 }
-
-// TestRandomizedHistoriesThroughFaultProxy runs the store-level plans on
-// Redis through fault proxies: a plan's lost requests and replies are cuts
-// of a real connection, which go-redis retries.
-func TestRandomizedHistoriesThroughFaultProxy(t *testing.T) {
-	f, err := backends.RedisProxy(redistest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := budget(t, "redis-proxy", 300, time.Second)
-	cfg.Faults = os.Getenv("LEASEHOLD_FAULTS") != "0"
-	check(t, cfg, f)
-}

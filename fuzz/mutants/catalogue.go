@@ -63,6 +63,7 @@ var Catalogue = []Mutant{
 	{"btree-ascend-skips-last-child", "an index walk skips the subtree after a node's last item, so ClaimExpired, Prune and List stop before the last page of a state holding more than 63 tasks", Edge, []string{"memory"}},
 	{"prune-reads-one-page", "Prune reads one page (256 entries) of the finished index and stops, so a prune of more old tasks deletes only the first page", Edge, []string{"redis"}},
 	{"coalesced-enqueues-answered-out-of-order", "concurrent Enqueue calls sent to the server together as one script are each answered with the item of the call after it", Edge, []string{"redis"}},
+	{"memo-kept-shorter-than-resends", "a call's reply is kept for less time than its client takes to send the call again (a millisecond here; 30 s against go-redis's 160 s before), so a resent call runs a second time and a call that took effect is answered with a refusal", Edge, []string{"redis"}},
 	{"clock-reading-not-truncated", "the store keeps its clock's reading to the nanosecond, not the microsecond the contract keeps times in", Edge, []string{"memory", "sqlite"}},
 	{"retry-delay-from-claim-deadline", "Retry adds the delay to the claim's deadline, a time the client hands in, instead of the store's clock reading", Guard, []string{"memory"}},
 	{"run-after-rounded-up", "Enqueue rounds a RunAfter with a fraction of a microsecond up, not truncated by the model's one rounding rule", Edge, []string{"sqlite"}},
