@@ -41,6 +41,9 @@ const (
 	// options the store cannot read): a resend later than that runs the
 	// call again.
 	replyCap = 15 * time.Minute
+	// maxDials is the most dial attempts per resend window reckons with;
+	// a client that makes more keeps replies replyCap.
+	maxDials = 1000
 )
 
 // retryLimits are the client options that bound its resends.
@@ -60,11 +63,12 @@ func (l retryLimits) window() time.Duration {
 	if l.retries <= 0 {
 		return 0
 	}
-	if l.read <= 0 || l.write <= 0 || l.pool <= 0 || l.dial <= 0 {
+	attempts := max(l.dialRetries, 1)
+	if l.read <= 0 || l.write <= 0 || l.pool <= 0 || l.dial <= 0 || attempts > maxDials {
 		return replyCap
 	}
-	dial := time.Duration(max(l.dialRetries, 1)) * l.dial
-	for a := range max(l.dialRetries, 1) - 1 {
+	dial := time.Duration(attempts) * l.dial
+	for a := range attempts - 1 {
 		dial += max(l.dialPause(a), 0)
 	}
 	per := l.read + max(l.backoff, 0) + l.pool + dial + l.write + l.read + l.write

@@ -87,6 +87,17 @@ func TestKeptRepliesOutlastTheClientsResends(t *testing.T) {
 		t.Errorf("a client with 30 s timeouts keeps a reply %v, want at least %v", ttl, want)
 	}
 
+	// The pauses between dials count, as the client's own function gives
+	// them; a client that dials without end keeps replies the longest.
+	pausing := open(&goredis.Options{DialerRetryBackoff: func(int) time.Duration { return 10 * time.Second }})
+	if ttl, want := keptFor(t, ctx, pausing, "pausing"), least+time.Duration(o.MaxRetries)*time.Duration(o.DialerRetries-1)*10*time.Second; ttl < want {
+		t.Errorf("a client that pauses 10 s between dials keeps a reply %v, want at least %v", ttl, want)
+	}
+	redialing := open(&goredis.Options{DialerRetries: 1 << 20})
+	if ttl := keptFor(t, ctx, redialing, "redialing"); ttl < 10*time.Minute {
+		t.Errorf("a client that dials %d times keeps a reply %v, want the cap of 15 minutes", 1<<20, ttl)
+	}
+
 	// A client that never resends keeps a reply only briefly.
 	once := open(&goredis.Options{MaxRetries: -1})
 	if ttl := keptFor(t, ctx, once, "once"); ttl > 5*time.Second {
