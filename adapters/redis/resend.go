@@ -97,41 +97,66 @@ func constPause(d time.Duration) func(int) time.Duration {
 	return func(int) time.Duration { return d }
 }
 
-// limitsOf reads the retry limits of a go-redis client (its options as the
-// client completed them with its defaults). ok is false for a client type
-// it does not know.
+// limitsOf reads the retry limits of a go-redis client. ok is false for a
+// client type it does not know.
+//
+// A Client's options are complete: NewClient filled in go-redis's
+// defaults. A Ring and a Cluster client keep their options as given (a
+// Cluster client fills in some), and the clients of their nodes get the
+// defaults of a Client; nodeDefaults reads those from go-redis itself.
+// A Ring retries MaxRetries times over node clients that do not; a Cluster
+// client follows up to MaxRedirects redirections, each with the retries of
+// a node's client.
 func limitsOf(c goredis.UniversalClient) (l retryLimits, ok bool) {
 	switch c := c.(type) {
 	case *goredis.Client:
-		o := c.Options()
-		l = retryLimits{retries: o.MaxRetries, pool: o.PoolTimeout, read: o.ReadTimeout, write: o.WriteTimeout}
-		l.dialing(o.DialTimeout, o.DialerRetries, o.DialerRetryBackoff, o.DialerRetryTimeout)
-		l.backoff = max(o.MaxRetryBackoff, o.MinRetryBackoff)
-	case *goredis.ClusterClient:
-		// Each of the redirections runs a node client's retries.
-		o := c.Options()
-		retries := (o.MaxRedirects+1)*(max(o.MaxRetries, 0)+1) - 1
-		l = retryLimits{retries: retries, pool: o.PoolTimeout, read: o.ReadTimeout, write: o.WriteTimeout}
-		l.dialing(o.DialTimeout, o.DialerRetries, o.DialerRetryBackoff, o.DialerRetryTimeout)
-		l.backoff = max(o.MaxRetryBackoff, o.MinRetryBackoff)
+		l = limitsOfOptions(c.Options())
 	case *goredis.Ring:
 		o := c.Options()
-		l = retryLimits{retries: o.MaxRetries, pool: o.PoolTimeout, read: o.ReadTimeout, write: o.WriteTimeout}
-		l.dialing(o.DialTimeout, o.DialerRetries, o.DialerRetryBackoff, o.DialerRetryTimeout)
-		l.backoff = max(o.MaxRetryBackoff, o.MinRetryBackoff)
+		l = limitsOfOptions(nodeDefaults(&goredis.Options{
+			MaxRetries: -1, MinRetryBackoff: o.MinRetryBackoff, MaxRetryBackoff: o.MaxRetryBackoff,
+			PoolTimeout: o.PoolTimeout, DialTimeout: o.DialTimeout, DialerRetries: o.DialerRetries,
+			DialerRetryTimeout: o.DialerRetryTimeout, DialerRetryBackoff: o.DialerRetryBackoff,
+			ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+		}))
+		l.retries = o.MaxRetries
+	case *goredis.ClusterClient:
+		o := c.Options()
+		l = limitsOfOptions(nodeDefaults(&goredis.Options{
+			MaxRetries: o.MaxRetries, MinRetryBackoff: o.MinRetryBackoff, MaxRetryBackoff: o.MaxRetryBackoff,
+			PoolTimeout: o.PoolTimeout, DialTimeout: o.DialTimeout, DialerRetries: o.DialerRetries,
+			DialerRetryTimeout: o.DialerRetryTimeout, DialerRetryBackoff: o.DialerRetryBackoff,
+			ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+		}))
+		l.retries = (max(o.MaxRedirects, 0)+1)*(max(l.retries, 0)+1) - 1
 	default:
 		return retryLimits{}, false
 	}
 	return l, true
 }
 
-// dialing sets the dial limits: attempts of timeout each, with pause
-// between them (go-redis waits pauseEach when pause is nil).
-func (l *retryLimits) dialing(timeout time.Duration, attempts int, pause func(int) time.Duration, pauseEach time.Duration) {
-	l.dial, l.dialRetries, l.dialPause = timeout, attempts, pause
-	if pause == nil {
-		l.dialPause = constPause(pauseEach)
+// nodeDefaults returns o with go-redis's defaults filled in, as the client
+// of a node gets them: go-redis fills them in when it makes a client, and
+// a client made and closed at once has opened no connection.
+func nodeDefaults(o *goredis.Options) *goredis.Options {
+	o.Addr = "127.0.0.1:0" // never dialled
+	c := goredis.NewClient(o)
+	filled := *c.Options()
+	_ = c.Close()
+	return &filled
+}
+
+// limitsOfOptions reads the retry limits of a client's complete options.
+func limitsOfOptions(o *goredis.Options) retryLimits {
+	l := retryLimits{
+		retries: o.MaxRetries, backoff: max(o.MaxRetryBackoff, o.MinRetryBackoff), pool: o.PoolTimeout,
+		dial: o.DialTimeout, dialRetries: o.DialerRetries, dialPause: o.DialerRetryBackoff,
+		read: o.ReadTimeout, write: o.WriteTimeout,
 	}
+	if l.dialPause == nil {
+		l.dialPause = constPause(o.DialerRetryTimeout)
+	}
+	return l
 }
 
 // keepFor returns how many whole seconds the server keeps the reply of a

@@ -27,10 +27,7 @@ func keptFor(t *testing.T, ctx context.Context, client goredis.UniversalClient, 
 	if _, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "q", EnqueueArgs: model.EnqueueArgs{ID: id, MaxAttempts: 1}}); err != nil {
 		t.Fatalf("Enqueue: %v", err)
 	}
-	keys, err := client.Keys(context.Background(), s.Prefix()+"*").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
+	keys := allKeys(t, client, s.Prefix()+"*")
 	var memo []string
 	for _, k := range keys {
 		if strings.Contains(k, "}:req:") {
@@ -45,6 +42,34 @@ func keptFor(t *testing.T, ctx context.Context, client goredis.UniversalClient, 
 		t.Fatalf("PTTL %s = %v, %v; want a time to live", memo[0], ttl, err)
 	}
 	return ttl
+}
+
+// allKeys returns the keys that match pattern, on every master of a
+// Cluster client.
+func allKeys(t *testing.T, client goredis.UniversalClient, pattern string) []string {
+	t.Helper()
+	ctx := context.Background()
+	cc, ok := client.(*goredis.ClusterClient)
+	if !ok {
+		keys, err := client.Keys(ctx, pattern).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return keys
+	}
+	var mu sync.Mutex
+	var keys []string
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error {
+		ks, err := m.Keys(ctx, pattern).Result()
+		mu.Lock()
+		keys = append(keys, ks...)
+		mu.Unlock()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
 }
 
 // TestKeptRepliesOutlastTheClientsResends checks that a call's reply is
@@ -102,6 +127,23 @@ func TestKeptRepliesOutlastTheClientsResends(t *testing.T) {
 	once := open(&goredis.Options{MaxRetries: -1})
 	if ttl := keptFor(t, ctx, once, "once"); ttl > 5*time.Second {
 		t.Errorf("a client without retries keeps a reply %v, want at most 5 s", ttl)
+	}
+
+	// A Ring retries as a Client does; a Cluster client follows up to
+	// MaxRedirects redirections, each with a node's retries (none at its
+	// defaults), and its nodes' timeouts are a Client's defaults. A client
+	// of a type the store cannot read would keep replies the cap of 15
+	// minutes.
+	ring := goredis.NewRing(&goredis.RingOptions{Addrs: map[string]string{"one": srv.Addr}})
+	t.Cleanup(func() { ring.Close() })
+	if ttl := keptFor(t, ctx, ring, "ring"); ttl < least || ttl >= 10*time.Minute {
+		t.Errorf("a call of a default Ring keeps its reply %v, want at least %v and less than the cap", ttl, least)
+	}
+	cluster := redistest.StartCluster3(t, false).Client()
+	co := cluster.Options()
+	redirected := time.Duration((co.MaxRedirects+1)*(max(co.MaxRetries, 0)+1)-1) * (o.ReadTimeout + o.DialTimeout + o.WriteTimeout)
+	if ttl := keptFor(t, ctx, cluster, "cluster"); ttl < redirected || ttl >= 10*time.Minute {
+		t.Errorf("a call of a default Cluster client keeps its reply %v, want at least %v and less than the cap", ttl, redirected)
 	}
 
 	// A client without a read timeout may resend at any time: the reply is
