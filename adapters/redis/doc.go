@@ -239,21 +239,22 @@
 //     after an operator removed what it claimed).
 //   - The reply is kept as long as the client can send the call again: the
 //     store reads its go-redis client's options (New and Open do, for a
-//     Client, a ClusterClient or a Ring) and adds up, for each of
-//     MaxRetries resends, the earlier attempt's read, the backoff, the
-//     wait for the pool, DialerRetries dials of DialTimeout, a new
-//     connection's handshake and the write; a Cluster client's
-//     MaxRedirects multiply the retries. A call whose context has a
-//     deadline starts no attempt after it, so its reply is kept until the
-//     deadline plus a handshake and a write (concurrent Enqueues sent as
-//     one script: the latest of their deadlines, when each has one). Two
-//     seconds more cover the
-//     network and the server's queue. The request ID carries the seconds
-//     to the script. At go-redis's defaults that is 160 s for a call
-//     without a deadline and about 47 s for a Worker's calls, which end
-//     within a lease of 30 s; a client without retries keeps a reply 2 s.
-//     A client whose read or write timeout is off, or of another type,
-//     keeps replies 15 minutes, and a resend later than that runs the call
+//     Client, a Ring or a ClusterClient, whose nodes' clients get
+//     go-redis's defaults) and adds up, for each of MaxRetries resends, the
+//     earlier attempt's read, the backoff, the wait for the pool,
+//     DialerRetries dials of DialTimeout, a new connection's handshake and
+//     the write; a Cluster client runs a node's retries (none at its
+//     defaults) for each of its MaxRedirects and one attempt more. A call
+//     whose context has a deadline starts no attempt after it, so its
+//     reply is kept until the deadline plus a handshake and a write
+//     (concurrent Enqueues sent as one script: the latest of their
+//     deadlines, when each has one). Two seconds more cover the network
+//     and the server's queue. The request ID carries the seconds to the
+//     script. At go-redis's defaults that is 160 s for a call without a
+//     deadline and at most 47 s for a Worker's calls, which end within a
+//     lease of 30 s; a client without retries keeps a reply 2 s. A client
+//     whose read or write timeout is off, or of another type, keeps
+//     replies 15 minutes, and a resend later than that runs the call
 //     again. The memory the replies take is bounded by that window of
 //     writes: shorten it with the client's timeouts (DialerRetries is the
 //     largest part at the defaults) or the calls' deadlines.

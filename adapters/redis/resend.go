@@ -103,7 +103,7 @@ func constPause(d time.Duration) func(int) time.Duration {
 // A Client's options are complete: NewClient filled in go-redis's
 // defaults. A Ring and a Cluster client keep their options as given (a
 // Cluster client fills in some), and the clients of their nodes get the
-// defaults of a Client; nodeDefaults reads those from go-redis itself.
+// defaults of a Client (nodeLimits).
 // A Ring retries MaxRetries times over node clients that do not; a Cluster
 // client follows up to MaxRedirects redirections, each with the retries of
 // a node's client.
@@ -113,21 +113,13 @@ func limitsOf(c goredis.UniversalClient) (l retryLimits, ok bool) {
 		l = limitsOfOptions(c.Options())
 	case *goredis.Ring:
 		o := c.Options()
-		l = limitsOfOptions(nodeDefaults(&goredis.Options{
-			MaxRetries: -1, MinRetryBackoff: o.MinRetryBackoff, MaxRetryBackoff: o.MaxRetryBackoff,
-			PoolTimeout: o.PoolTimeout, DialTimeout: o.DialTimeout, DialerRetries: o.DialerRetries,
-			DialerRetryTimeout: o.DialerRetryTimeout, DialerRetryBackoff: o.DialerRetryBackoff,
-			ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
-		}))
+		l = nodeLimits(-1, o.MinRetryBackoff, o.MaxRetryBackoff, o.PoolTimeout, o.DialTimeout,
+			o.DialerRetries, o.DialerRetryTimeout, o.DialerRetryBackoff, o.ReadTimeout, o.WriteTimeout)
 		l.retries = o.MaxRetries
 	case *goredis.ClusterClient:
 		o := c.Options()
-		l = limitsOfOptions(nodeDefaults(&goredis.Options{
-			MaxRetries: o.MaxRetries, MinRetryBackoff: o.MinRetryBackoff, MaxRetryBackoff: o.MaxRetryBackoff,
-			PoolTimeout: o.PoolTimeout, DialTimeout: o.DialTimeout, DialerRetries: o.DialerRetries,
-			DialerRetryTimeout: o.DialerRetryTimeout, DialerRetryBackoff: o.DialerRetryBackoff,
-			ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
-		}))
+		l = nodeLimits(o.MaxRetries, o.MinRetryBackoff, o.MaxRetryBackoff, o.PoolTimeout, o.DialTimeout,
+			o.DialerRetries, o.DialerRetryTimeout, o.DialerRetryBackoff, o.ReadTimeout, o.WriteTimeout)
 		l.retries = (max(o.MaxRedirects, 0)+1)*(max(l.retries, 0)+1) - 1
 	default:
 		return retryLimits{}, false
@@ -135,15 +127,21 @@ func limitsOf(c goredis.UniversalClient) (l retryLimits, ok bool) {
 	return l, true
 }
 
-// nodeDefaults returns o with go-redis's defaults filled in, as the client
-// of a node gets them: go-redis fills them in when it makes a client, and
-// a client made and closed at once has opened no connection.
-func nodeDefaults(o *goredis.Options) *goredis.Options {
-	o.Addr = "127.0.0.1:0" // never dialled
-	c := goredis.NewClient(o)
-	filled := *c.Options()
-	_ = c.Close()
-	return &filled
+// nodeLimits returns the retry limits of the client of a node made with
+// these options and go-redis's defaults for the rest, read from go-redis
+// itself: it fills them in when it makes a client, and a client made and
+// closed at once has opened no connection.
+func nodeLimits(retries int, minBackoff, maxBackoff, pool, dial time.Duration, dials int,
+	dialGap time.Duration, dialPause func(int) time.Duration, read, write time.Duration) retryLimits {
+	c := goredis.NewClient(&goredis.Options{
+		Addr:       "127.0.0.1:0", // never dialled
+		MaxRetries: retries, MinRetryBackoff: minBackoff, MaxRetryBackoff: maxBackoff,
+		PoolTimeout: pool, DialTimeout: dial, DialerRetries: dials,
+		DialerRetryTimeout: dialGap, DialerRetryBackoff: dialPause,
+		ReadTimeout: read, WriteTimeout: write,
+	})
+	defer c.Close()
+	return limitsOfOptions(c.Options())
 }
 
 // limitsOfOptions reads the retry limits of a client's complete options.

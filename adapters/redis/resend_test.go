@@ -3,7 +3,6 @@ package redis_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,21 +26,37 @@ func keptFor(t *testing.T, ctx context.Context, client goredis.UniversalClient, 
 	if _, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "q", EnqueueArgs: model.EnqueueArgs{ID: id, MaxAttempts: 1}}); err != nil {
 		t.Fatalf("Enqueue: %v", err)
 	}
-	keys := allKeys(t, client, s.Prefix()+"*")
-	var memo []string
-	for _, k := range keys {
-		if strings.Contains(k, "}:req:") {
-			memo = append(memo, k)
-		}
+	replies := kept(t, s)
+	if len(replies) != 1 {
+		t.Fatalf("the Enqueue kept %d replies (%v), want one", len(replies), replies)
 	}
-	if len(memo) != 1 {
-		t.Fatalf("the Enqueue kept %d replies (%v), want one", len(memo), keys)
-	}
-	ttl, err := client.PTTL(context.Background(), memo[0]).Result()
-	if err != nil || ttl <= 0 {
-		t.Fatalf("PTTL %s = %v, %v; want a time to live", memo[0], ttl, err)
+	var ttl time.Duration
+	for _, d := range replies {
+		ttl = d
 	}
 	return ttl
+}
+
+// kept returns the time to live of each reply s keeps, by key.
+func kept(t *testing.T, s *redis.Store) map[string]time.Duration {
+	t.Helper()
+	c := s.Client()
+	out := map[string]time.Duration{}
+	for _, k := range allKeys(t, c, s.Prefix()+"*}:req:*") {
+		ttl, err := c.PTTL(context.Background(), k).Result()
+		if err != nil || ttl <= 0 {
+			t.Fatalf("PTTL %s = %v, %v; want a time to live", k, ttl, err)
+		}
+		out[k] = ttl
+	}
+	return out
+}
+
+// lastAttempt is how long after a call's deadline its reply may be kept
+// with client options o: an attempt begun just before it (a handshake and
+// a write), the store's margin of 2 s, and the rounding up to a second.
+func lastAttempt(o *goredis.Options) time.Duration {
+	return 2*o.WriteTimeout + o.ReadTimeout + 3*time.Second
 }
 
 // allKeys returns the keys that match pattern, on every master of a
@@ -101,7 +116,7 @@ func TestKeptRepliesOutlastTheClientsResends(t *testing.T) {
 	// handshakes and writes within the timeouts.
 	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	most := 3*time.Second + 2*o.WriteTimeout + o.ReadTimeout + 3*time.Second
+	most := 3*time.Second + lastAttempt(o)
 	if ttl := keptFor(t, dctx, def, "deadline"); ttl < 3*time.Second || ttl > most {
 		t.Errorf("a call with a deadline 3 s away keeps its reply %v, want between 3 s and %v", ttl, most)
 	}
@@ -180,7 +195,11 @@ func TestAWorkersRepliesAreKeptForAboutALease(t *testing.T) {
 	if _, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "q", EnqueueArgs: model.EnqueueArgs{ID: "t", MaxAttempts: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	<-done
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Worker handled nothing within 10 s")
+	}
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := w.Shutdown(sctx); err != nil {
@@ -189,16 +208,10 @@ func TestAWorkersRepliesAreKeptForAboutALease(t *testing.T) {
 	if err := <-ran; err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	c := s.Client()
-	keys, err := c.Keys(ctx, s.Prefix()+"*}:req:*").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := c.(*goredis.Client).Options()
-	most := lease + 2*o.WriteTimeout + o.ReadTimeout + 3*time.Second
+	most := lease + lastAttempt(s.Client().(*goredis.Client).Options())
+	replies := kept(t, s)
 	worker := 0
-	for _, k := range keys {
-		ttl := c.PTTL(ctx, k).Val()
+	for _, ttl := range replies {
 		if ttl > most {
 			continue // the Enqueue's, made without a deadline
 		}
@@ -208,7 +221,7 @@ func TestAWorkersRepliesAreKeptForAboutALease(t *testing.T) {
 		}
 	}
 	if worker == 0 {
-		t.Fatalf("no kept reply of %d (%v) is a Worker's: none within %v", len(keys), keys, most)
+		t.Fatalf("no kept reply of %d (%v) is a Worker's: none within %v", len(replies), replies, most)
 	}
 }
 
@@ -239,15 +252,13 @@ func TestCoalescedEnqueuesKeepTheirReplyUntilTheLastDeadline(t *testing.T) {
 	if n := redis.Batched(s); n == 0 {
 		t.Fatal("none of 64 concurrent Enqueues went out in a batch: the test needs some")
 	}
-	c := s.Client()
-	keys, err := c.Keys(context.Background(), s.Prefix()+"*}:req:*").Result()
-	if err != nil {
-		t.Fatal(err)
+	most := 3*time.Second + lastAttempt(s.Client().(*goredis.Client).Options())
+	replies := kept(t, s)
+	if len(replies) == 0 {
+		t.Fatal("the Enqueues kept no reply")
 	}
-	o := c.(*goredis.Client).Options()
-	most := 3*time.Second + 2*o.WriteTimeout + o.ReadTimeout + 3*time.Second
-	for _, k := range keys {
-		if ttl := c.PTTL(context.Background(), k).Val(); ttl <= 0 || ttl > most {
+	for k, ttl := range replies {
+		if ttl > most {
 			t.Errorf("the reply %s is kept %v, want at most %v", k, ttl, most)
 		}
 	}
