@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -36,13 +37,7 @@ func TestBatchChecksWithoutZMSCORE(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var tasks []model.EnqueueArgs
-	for i := range 6 {
-		tasks = append(tasks, model.EnqueueArgs{ID: fmt.Sprintf("t%d", i), MaxAttempts: 1})
-	}
-	if _, err := s.EnqueueBatch(ctx, core.EnqueueBatchParams{Queue: "q", Tasks: tasks}); err != nil {
-		t.Fatal(err)
-	}
+	enqueueN(t, s, 6)
 	r, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Minute, N: 3})
 	if err != nil || len(r.Tasks) != 3 {
 		t.Fatalf("pop of 3: %v, %v", r, err)
@@ -90,5 +85,93 @@ func TestBatchChecksWithoutZMSCORE(t *testing.T) {
 	}
 	if err := c.SMIsMember(ctx, "k", "m").Err(); err == nil {
 		t.Error("the ACL lets the user run SMISMEMBER")
+	}
+}
+
+// The batches check the index entries of many tasks of one state with one
+// ZMSCORE per index. Each kind of entry damage among several claims or
+// several ready tasks is still found, for the damaged task alone: an
+// AckBatch answers its item ErrCorrupt and acknowledges the others, and a
+// Pop of several sets it aside and claims the sound tasks.
+func TestBatchChecksFindEachTasksIndexDamage(t *testing.T) {
+	ctx := context.Background()
+	type damage struct {
+		name  string
+		index string // the key of QueueKeys the damage is in
+		cmd   string // ZREM the task's entry, or ZADD it at score 1
+	}
+	damageOf := func(d damage, key, id string) []any {
+		if d.cmd == "ZADD" {
+			return []any{"ZADD", key, 1, id}
+		}
+		return []any{"ZREM", key, id}
+	}
+	for _, d := range []damage{
+		{"MissingFromItsIDIndex", "ids:running", "ZREM"},
+		{"AtAnotherScore", "running", "ZADD"},
+		{"MissingFromItsOrderIndex", "running", "ZREM"},
+	} {
+		t.Run("AckBatch/"+d.name, func(t *testing.T) {
+			s, c := newStore(t)
+			enqueueN(t, s, 4)
+			r, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Minute, N: 4})
+			if err != nil || len(r.Tasks) != 4 {
+				t.Fatalf("pop of 4: %+v, %v", r, err)
+			}
+			if err := c.Do(ctx, damageOf(d, s.QueueKeys("q")[d.index], r.Tasks[2].ID)...).Err(); err != nil {
+				t.Fatal(err)
+			}
+			var acks []core.AckItem
+			for _, task := range r.Tasks {
+				acks = append(acks, core.AckItem{Claim: task.Claim(), Result: []byte("ok")})
+			}
+			res, err := s.AckBatch(ctx, core.AckBatchParams{Queue: "q", Acks: acks})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, it := range res.Items {
+				switch {
+				case i == 2 && !errors.Is(it.Err, core.ErrCorrupt):
+					t.Errorf("ack of the damaged task: %+v, %v; want ErrCorrupt", it.Task, it.Err)
+				case i != 2 && (it.Err != nil || it.Task.State != model.Succeeded):
+					t.Errorf("ack %d: %v, %v; want it acknowledged", i, it.Task.State, it.Err)
+				}
+			}
+		})
+	}
+	for _, d := range []damage{
+		{"MissingFromItsIDIndex", "ids:ready", "ZREM"},
+		{"AtAnotherScore", "ready", "ZADD"},
+	} {
+		t.Run("Pop/"+d.name, func(t *testing.T) {
+			s, c := newStore(t)
+			enqueueN(t, s, 5)
+			if err := c.Do(ctx, damageOf(d, s.QueueKeys("q")[d.index], "t1")...).Err(); err != nil {
+				t.Fatal(err)
+			}
+			r, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Minute, N: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, task := range r.Tasks {
+				ids = append(ids, task.ID)
+			}
+			if len(ids) != 3 || slices.Contains(ids, "t1") {
+				t.Errorf("Pop of 3 claimed %v; want three sound tasks, not t1", ids)
+			}
+		})
+	}
+}
+
+// enqueueN adds the tasks t0 ... t(n-1) to queue q.
+func enqueueN(t *testing.T, s *redis.Store, n int) {
+	t.Helper()
+	var tasks []model.EnqueueArgs
+	for i := range n {
+		tasks = append(tasks, model.EnqueueArgs{ID: fmt.Sprintf("t%d", i), MaxAttempts: 1})
+	}
+	if _, err := s.EnqueueBatch(context.Background(), core.EnqueueBatchParams{Queue: "q", Tasks: tasks}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -484,6 +484,7 @@ local function scores(k, ids)
     else
       CALL.zsets[key] = true
     end
+    if j == #ids and i == 1 then return r end -- one call: its reply, not a copy
     for x = 1, #r do out[i + x - 1] = r[x] end
   end
   return out
@@ -493,7 +494,36 @@ end
 -- for all of them instead of a ZSCORE per task (got[i]: the order score of
 -- ts[i] already read, if any).
 local function check_all(ts, got)
-  if #ts == 1 then return check_indexed(ts[1], got and got[1]) end
+  local n = #ts
+  if n == 1 then return check_indexed(ts[1], got and got[1]) end
+  if n == 0 then return end
+  -- The common case, every task in one state and every order score read
+  -- or none (a batch's claims, a scan's tasks): the two indexes' scores
+  -- read straight into the checks, without grouping the tasks by index.
+  local st = ts[1].state
+  local o = ORDER[st]
+  local uniform = o ~= nil
+  for i = 1, n do
+    if not uniform then break end
+    uniform = ts[i].state == st and (got == nil or got[i] ~= nil)
+  end
+  if uniform then
+    local ids = {}
+    for i = 1, n do ids[i] = ts[i].id end
+    local r = got or scores(o, ids)
+    for i = 1, n do
+      local g = r[i]
+      if not g or tonumber(g) ~= score(ts[i]) then
+        bad(ts[i], 'not in ' .. KEYS[o] .. ' at its score (found ' .. tostring(g) .. ')')
+      end
+    end
+    local k = IDS[st]
+    r = scores(k, ids)
+    for i = 1, n do
+      if not r[i] then bad(ts[i], 'not in ' .. KEYS[k]) end
+    end
+    return
+  end
   local by = {}
   for i = 1, #ts do
     local t = ts[i]
