@@ -42,15 +42,7 @@ func TestBatchChecksWithoutZMSCORE(t *testing.T) {
 	if err != nil || len(r.Tasks) != 3 {
 		t.Fatalf("pop of 3: %v, %v", r, err)
 	}
-	var acks []core.AckItem
-	for _, task := range r.Tasks {
-		acks = append(acks, core.AckItem{Claim: task.Claim(), Result: []byte("ok")})
-	}
-	res, err := s.AckBatch(ctx, core.AckBatchParams{Queue: "q", Acks: acks})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, it := range res.Items {
+	for i, it := range ackAll(t, s, r.Tasks).Items {
 		if it.Err != nil || it.Task.State != model.Succeeded {
 			t.Errorf("ack %d: %v, %v", i, it.Task.State, it.Err)
 		}
@@ -121,15 +113,7 @@ func TestBatchChecksFindEachTasksIndexDamage(t *testing.T) {
 			if err := c.Do(ctx, damageOf(d, s.QueueKeys("q")[d.index], r.Tasks[2].ID)...).Err(); err != nil {
 				t.Fatal(err)
 			}
-			var acks []core.AckItem
-			for _, task := range r.Tasks {
-				acks = append(acks, core.AckItem{Claim: task.Claim(), Result: []byte("ok")})
-			}
-			res, err := s.AckBatch(ctx, core.AckBatchParams{Queue: "q", Acks: acks})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i, it := range res.Items {
+			for i, it := range ackAll(t, s, r.Tasks).Items {
 				switch {
 				case i == 2 && !errors.Is(it.Err, core.ErrCorrupt):
 					t.Errorf("ack of the damaged task: %+v, %v; want ErrCorrupt", it.Task, it.Err)
@@ -174,4 +158,18 @@ func enqueueN(t *testing.T, s *redis.Store, n int) {
 	if _, err := s.EnqueueBatch(context.Background(), core.EnqueueBatchParams{Queue: "q", Tasks: tasks}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// ackAll acknowledges the claims on tasks of queue q with one AckBatch.
+func ackAll(t *testing.T, s *redis.Store, tasks []core.Task) core.BatchResult {
+	t.Helper()
+	var acks []core.AckItem
+	for _, task := range tasks {
+		acks = append(acks, core.AckItem{Claim: task.Claim(), Result: []byte("ok")})
+	}
+	res, err := s.AckBatch(context.Background(), core.AckBatchParams{Queue: "q", Acks: acks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
