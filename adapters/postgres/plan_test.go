@@ -14,6 +14,32 @@ import (
 	"github.com/leasehold/leasehold/model"
 )
 
+// oneConnectionStore returns a store in a schema of its own over a pool of
+// one connection, so that every statement of the store runs on that
+// connection and its plan cache; the pool, and the schema's name.
+func oneConnectionStore(t *testing.T) (*postgres.Store, *pgxpool.Pool, string) {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	schema := pgtest.Take()
+	t.Cleanup(func() { pgtest.Give(t, schema) })
+	s, err := postgres.New(ctx, pool, postgres.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, pool, schema
+}
+
 // A connection that ran AckBatch while the tasks table was small goes on
 // reading the claimed tasks without a sequential scan of the table once it
 // has grown: a prepared statement's cached generic plan, made on the small
@@ -22,23 +48,7 @@ import (
 // The table's sequential scans are counted by the server's statistics.
 func TestAckBatchKeepsOffSequentialScansAfterTheTableGrows(t *testing.T) {
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1 // every statement of the store on one connection, and its plan cache
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	schema := pgtest.Take()
-	defer pgtest.Give(t, schema)
-	s, err := postgres.New(ctx, pool, postgres.WithSchema(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, pool, schema := oneConnectionStore(t)
 
 	fill := func(prefix string, n int) {
 		t.Helper()
@@ -131,23 +141,7 @@ func TestAckBatchKeepsOffSequentialScansAfterTheTableGrows(t *testing.T) {
 // have those five, and then run on their generic plans.
 func TestStoreStatementsKeepTheirGenericPlans(t *testing.T) {
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1 // every statement of the store on one connection, and its plan cache
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	schema := pgtest.Take()
-	defer pgtest.Give(t, schema)
-	s, err := postgres.New(ctx, pool, postgres.WithSchema(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, pool, _ := oneConnectionStore(t)
 
 	const n = 20
 	for i := range n {
