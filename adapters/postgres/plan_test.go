@@ -157,7 +157,7 @@ func TestStoreStatementsKeepTheirGenericPlans(t *testing.T) {
 	held := r.Tasks[0]
 	for i := 1; i < n; i++ {
 		res, err := s.AckBatch(ctx, core.AckBatchParams{Queue: "q", Acks: []core.AckItem{{Claim: held.Claim()}}, Pop: core.AckPop{Lease: time.Minute, N: 1}})
-		if err != nil || res.Items[0].Err != nil || len(res.Claimed) != 1 {
+		if err != nil || len(res.Items) != 1 || res.Items[0].Err != nil || len(res.Claimed) != 1 {
 			t.Fatalf("AckBatch %d: %+v, %v", i, res, err)
 		}
 		held = res.Claimed[0]
