@@ -31,7 +31,10 @@ import (
 // store refused the client's credentials or rights) is of the second kind
 // for the effect: the send it answers changed nothing, but a client that
 // sent the call again (after a dropped connection, or to a primary that had
-// become a replica) may have had an earlier send take effect.
+// become a replica) may have had an earlier send take effect. ErrBusy
+// (the store could not start the call in time: another process held
+// SQLite's write lock past the busy timeout) and ErrClosed mean that the
+// call did not run: nothing changed, and it may be made again.
 //
 // Every call takes effect at most once. An adapter whose client may
 // retransmit a call (Redis, whose client retries a command after a dropped

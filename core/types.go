@@ -77,4 +77,11 @@ var (
 	ErrPermission = errors.New("leasehold: the store refused the client's credentials or rights")
 	// ErrClosed: the store, worker or broker was closed.
 	ErrClosed = errors.New("leasehold: closed")
+	// ErrBusy: the store could not start the call, because another
+	// connection held what the call needs for longer than the store waits
+	// for it (SQLite: another process held the database's write lock past
+	// the store's busy timeout). The call did not run: nothing changed,
+	// and it is safe to make it again. Unlike a transport error, it is a
+	// definite answer.
+	ErrBusy = errors.New("leasehold: store busy, the call did not run")
 )

@@ -157,7 +157,7 @@ func Document() []byte {
 	for _, e := range errorRows {
 		p("| %s | %s | %s |\n", errorName(e.err), e.meaning, strings.Join(returnedBy(rows, e), ", "))
 	}
-	p("\nA store may also return *corrupt* (a stored record it cannot read; nothing was changed) and *closed* (the store was closed). Any other error comes from the store's transport, and then the operation may or may not have happened.\n\n")
+	p("\nA store may also return *corrupt* (a stored record it cannot read; nothing was changed) and *closed* (the store was closed), and *busy* (the store could not start the call in time, because another connection held what it needs, such as SQLite's write lock, past the store's busy timeout; the call did not run, and may be made again). Any other error comes from the store's transport, and then the operation may or may not have happened.\n\n")
 
 	// --- calls ---
 	p("## Calls\n\n")

@@ -27,4 +27,21 @@ type Harness struct {
 	// scenarios (TxScenarios) run only on harnesses that give it; a
 	// harness that gives it and whose store breaks them fails.
 	Tx *TxHarness
+	// Busy, when another connection can hold what the store's writes need
+	// (SQLite's write lock) for longer than the store waits for it, makes
+	// such stores busy. The busy suite runs only on harnesses that give it.
+	Busy *BusyHarness
+}
+
+// BusyHarness makes a store busy: another connection holds what its
+// writes need past the time it waits for it, so each write is answered
+// core.ErrBusy and must change nothing.
+type BusyHarness struct {
+	// New returns a new, empty store as Harness.New does, that waits only
+	// a short while (tens of milliseconds) for what another connection
+	// holds.
+	New func(tb testing.TB, clock core.Clock, capacity int) core.Store
+	// Hold makes s (made by New) busy until the function it returns is
+	// called.
+	Hold func(tb testing.TB, s core.Store) (release func())
 }

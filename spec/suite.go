@@ -17,7 +17,9 @@ import (
 // ordering rule in a subtest named as a sentence, and finally runs a few
 // operations from concurrent goroutines. With Harness.Tx it plays the
 // transaction scenarios too (TxScenarios), in the application's own
-// transactions on the store's database.
+// transactions on the store's database, and with Harness.Busy the busy
+// suite: every write of a busy store is answered core.ErrBusy and changes
+// nothing.
 //
 // Every operation of every sequential subtest is also performed on a
 // ModelStore reading the same fake clock, and the store's answer and its
@@ -51,6 +53,13 @@ func Run(t *testing.T, h Harness) {
 	if h.Damage != nil {
 		for _, c := range append(damageSuite[:len(damageSuite):len(damageSuite)], uniqueDamageSuite...) {
 			t.Run(c.name, func(t *testing.T) { c.run(newEnv(t, h, c.capacity)) })
+		}
+	}
+	if h.Busy != nil {
+		hb := h
+		hb.New = h.Busy.New
+		for _, c := range busySuite {
+			t.Run(c.name, func(t *testing.T) { c.run(newEnv(t, hb, c.capacity)) })
 		}
 	}
 	for _, c := range append(append(concurrentSuite[:len(concurrentSuite):len(concurrentSuite)], concurrentBatchSuite...), uniqueConcurrentSuite...) {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/leasehold/leasehold/core"
 	"github.com/leasehold/leasehold/model"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Group commit. With synchronous=FULL every commit waits for the disk, so
@@ -205,8 +207,9 @@ func (s *Store) commitBatch(c *wconn, jobs []*job) (again []*job) {
 	// An operation's own context does not reach the statements: it must
 	// not interrupt the others' transaction.
 	if _, err := c.exec(sqlBegin); err != nil {
+		err = beginError(err)
 		for _, j := range runnable {
-			j.finish(fmt.Errorf("leasehold/sqlite: begin: %w", err))
+			j.finish(err)
 		}
 		return nil
 	}
@@ -275,6 +278,18 @@ func (s *Store) commitBatch(c *wconn, jobs []*job) (again []*job) {
 		j.finish(nil)
 	}
 	return nil
+}
+
+// beginError is the error of the operations of a transaction whose BEGIN
+// IMMEDIATE failed: none of them ran. When the write lock stayed with
+// another connection past the busy timeout (SQLITE_BUSY), that is
+// core.ErrBusy, a definite answer: the caller may make the call again.
+func beginError(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY {
+		return fmt.Errorf("leasehold/sqlite: begin: %w: %w", core.ErrBusy, err)
+	}
+	return fmt.Errorf("leasehold/sqlite: begin: %w", err)
 }
 
 // redoError is what a scan returns when it meets a damaged record: the

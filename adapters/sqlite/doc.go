@@ -16,7 +16,10 @@
 //     transaction is BEGIN IMMEDIATE, so it takes SQLite's write lock
 //     before it reads anything. Within a process, writes queue for the
 //     writer connection; across processes, for the lock,
-//     waiting up to the busy timeout (WithBusyTimeout). A transaction
+//     waiting up to the busy timeout (WithBusyTimeout). When another
+//     process holds the lock past it, BEGIN fails with SQLITE_BUSY and
+//     every operation of that transaction is answered core.ErrBusy: it did
+//     not run, and may be made again. A transaction
 //     therefore never reads a state that another writer changes before it
 //     commits, and never fails with a "database is locked" upgrade error
 //     half-way through. Every statement, BEGIN and COMMIT included, is

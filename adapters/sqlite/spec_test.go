@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold/adapters/sqlite"
 	"github.com/leasehold/leasehold/core"
@@ -59,6 +60,38 @@ func harness(mode sqlite.PopMode) spec.Harness {
 			}
 			return sqliteApp{s: s.(*sqlite.Store), db: db}
 		}},
+		// Stores that wait 20ms for the write lock, which another
+		// connection holds as another process writing would.
+		Busy: &spec.BusyHarness{
+			New: func(tb testing.TB, clock core.Clock, capacity int) core.Store {
+				path := filepath.Join(tb.TempDir(), "leasehold.db")
+				s := openStore(tb, path,
+					sqlite.WithClock(clock), sqlite.WithCapacity(capacity), sqlite.WithPopMode(mode),
+					sqlite.WithSynchronous(sqlite.SyncNormal), sqlite.WithBusyTimeout(20*time.Millisecond))
+				paths.Store(s, path)
+				return s
+			},
+			Hold: func(tb testing.TB, s core.Store) func() {
+				tb.Helper()
+				path, ok := paths.Load(s)
+				if !ok {
+					tb.Fatalf("Busy: not a store of this harness")
+				}
+				conn, err := rawDB(tb, path.(string)).Conn(context.Background())
+				if err != nil {
+					tb.Fatal(err)
+				}
+				if _, err := conn.ExecContext(context.Background(), `BEGIN IMMEDIATE`); err != nil {
+					tb.Fatal(err)
+				}
+				return func() {
+					if _, err := conn.ExecContext(context.Background(), `ROLLBACK`); err != nil {
+						tb.Error(err)
+					}
+					conn.Close()
+				}
+			},
+		},
 	}
 }
 
