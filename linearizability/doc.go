@@ -86,6 +86,21 @@
 // reading, one in a hundred twenty and at most one), to exercise this on
 // every adapter.
 //
+// # Busy databases
+//
+// core.ErrBusy is not indeterminate: it answers that the call did not run
+// (a SQLite store could not take the write lock within its busy timeout),
+// and the model checks it as an op that changed nothing. With
+// PlanOptions.Faults, a step is as likely to meet a busy database (Busy) as
+// to lose its request: another connection holds the SQLite database's
+// write lock for BusyHold, twice the harness stores' BusyTimeout, so the
+// call is answered core.ErrBusy. In the runtime mode, the busy database
+// faults (CallBusy) that last longest (7 and 8ms in the plan) hold the lock past
+// the timeout too (CallFault.PastTimeout). A store that answered ErrBusy
+// for a call that had taken effect fails the check as soon as an answer
+// shows the effect. Stores that cannot be made busy run the call as it is
+// (store-level plans) or after a stall (runtime plans).
+//
 // # Making races happen
 //
 // Rounds start all clients at once, so ops of one round overlap; a client

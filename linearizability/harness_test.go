@@ -31,7 +31,7 @@ func TestMain(m *testing.M) { redistest.Main(m) }
 //	LEASEHOLD_DURATION   time per adapter, e.g. 30s (default: see adapters)
 //	LEASEHOLD_SEED       seed of the first history (default: from the time)
 //	LEASEHOLD_MODE       fake, real or mixed (default mixed)
-//	LEASEHOLD_FAULTS     1: inject transport faults (default 0)
+//	LEASEHOLD_FAULTS     1: inject transport faults and busy databases (default 0)
 //	LEASEHOLD_CLIENTS    most clients in a plan (default 6)
 //	LEASEHOLD_PARALLEL   histories run at once (default: twice the CPUs, at least 4)
 //	LEASEHOLD_SHRINK     0: do not shrink a failing plan (default 1)
@@ -178,8 +178,8 @@ func check(t *testing.T, cfg linearizability.Config, f linearizability.Factory) 
 	if err != nil {
 		t.Fatalf("seed %d: %v", cfg.Seed, err)
 	}
-	t.Logf("%s: %d histories, %d operations (%d indeterminate), %d violations; seeds %d..%d; run %v, check %v (slowest %v)",
-		rep.Adapter, rep.Histories, rep.Operations, rep.Indeterminate, rep.Violations,
+	t.Logf("%s: %d histories, %d operations (%d indeterminate, %d answered busy), %d violations; seeds %d..%d; run %v, check %v (slowest %v)",
+		rep.Adapter, rep.Histories, rep.Operations, rep.Indeterminate, busyAnswers(rep), rep.Violations,
 		cfg.Seed, cfg.Seed+uint64(max(rep.Histories, 1)-1), rep.RunTime.Round(time.Millisecond),
 		rep.CheckTime.Round(time.Millisecond), rep.MaxCheck.Round(time.Microsecond))
 	if rep.Histories == 0 {
@@ -334,4 +334,15 @@ func (q *quietTB) outcome() string {
 		return m
 	}
 	return "no verdict from rapid"
+}
+
+// busyAnswers counts the operations of rep answered core.ErrBusy.
+func busyAnswers(rep linearizability.Report) int {
+	n := 0
+	for k, c := range rep.Outcomes {
+		if strings.HasSuffix(k, " busy") {
+			n += c
+		}
+	}
+	return n
 }

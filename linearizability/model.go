@@ -119,9 +119,12 @@ type Output struct {
 	Indeterminate bool `json:"indeterminate,omitempty"`
 }
 
-// The error kinds an Output can carry. Every one but "corrupt" and "closed" is
-// an error of the model; those two are never right in a history, so a store
-// that returns them fails the check.
+// The error kinds an Output can carry. Every one but "corrupt", "closed" and
+// "busy" is an error of the model. "corrupt" and "closed" are never right
+// in a history, so a store that returns them fails the check; "busy"
+// (core.ErrBusy: the store could not start the call in time) is an answer
+// that the call did not run, and is checked as such: the state stays as it
+// was.
 var errorKinds = []struct {
 	name string
 	err  error
@@ -135,10 +138,11 @@ var errorKinds = []struct {
 	{"queue_full", model.ErrQueueFull},
 	{"corrupt", core.ErrCorrupt},
 	{"closed", core.ErrClosed},
+	{"busy", core.ErrBusy},
 }
 
 // ErrorKind names the kind of err: one of the model's errors, "corrupt",
-// "closed", or "" when err is nil or of none of these kinds (a transport
+// "closed", "busy", or "" when err is nil or of none of these kinds (a transport
 // error: the op is indeterminate).
 func ErrorKind(err error) string {
 	if err == nil {
@@ -327,6 +331,9 @@ func step(q model.Queue, in *Input, out *Output, capacity int) []any {
 			}
 		}
 		return next
+	}
+	if out.Err == "busy" {
+		return []any{q} // it did not run
 	}
 	if out.Err != "" && out.Now.IsZero() && len(in.NowCandidates) > 0 {
 		// A refusal whose answer depends on the clock reading the store

@@ -1,6 +1,7 @@
 package linearizability
 
 import (
+	"fmt"
 	"math"
 	"path/filepath"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/leasehold/leasehold/core"
 	"github.com/leasehold/leasehold/model"
 )
 
@@ -255,6 +257,33 @@ func TestCheckerTriesBothOutcomesOfAnIndeterminateOp(t *testing.T) {
 	b.do(1, 2, 3, pop(time.Second))
 	if got := b.check(); got != porcupine.Illegal {
 		t.Errorf("enqueued at an instant the clock never read: %v, want Illegal", got)
+	}
+}
+
+// TestCheckerTakesABusyAnswerAsACallThatDidNotRun checks "busy"
+// (core.ErrBusy) as an op that changed nothing: a later pop that finds the
+// queue empty is right, one that finds the task the busy enqueue named is
+// not.
+func TestCheckerTakesABusyAnswerAsACallThatDidNotRun(t *testing.T) {
+	for _, ran := range []bool{false, true} {
+		b := newBuilder(t)
+		enq := b.do(0, 0, 1, enqueue("a"))
+		if !ran {
+			b.q = model.NewQueue("q", 0)
+		}
+		enq.Output = Output{}
+		enq.Output.setError(fmt.Errorf("begin: %w", core.ErrBusy))
+		if enq.Output.Err != "busy" || enq.Output.Indeterminate {
+			t.Fatalf("ErrBusy recorded as %+v, want the kind busy", enq.Output)
+		}
+		b.do(1, 2, 3, pop(time.Second))
+		want := porcupine.Ok
+		if ran {
+			want = porcupine.Illegal
+		}
+		if got := b.check(); got != want {
+			t.Errorf("a busy enqueue whose task a pop then claimed=%v: %v, want %v", ran, got, want)
+		}
 	}
 }
 

@@ -184,8 +184,9 @@ func (k *Kind) UnmarshalText(b []byte) error {
 	return fmt.Errorf("linearizability: unknown step kind %q", b)
 }
 
-// Fault is a transport failure injected into one step: the store call then
-// returns an error of no contract kind, so the op is indeterminate.
+// Fault is a failure injected into one step: a transport failure, after
+// which the store call returns an error of no contract kind, so the op is
+// indeterminate, or a busy database.
 type Fault uint8
 
 // The faults.
@@ -195,6 +196,11 @@ const (
 	LoseRequest
 	// LoseReply: the store performs the op; its answer is lost.
 	LoseReply
+	// Busy: another connection holds the database's write lock past the
+	// store's busy timeout (BusyHold), so the call is answered
+	// core.ErrBusy and does not run (SQLite). A store that cannot be made
+	// busy runs the call as it is.
+	Busy
 )
 
 // Step is one action of a client. Its arguments are abstract where they
@@ -474,6 +480,8 @@ func (p *Plan) describeStep(s Step) string {
 		out += "!req"
 	case LoseReply:
 		out += "!reply"
+	case Busy:
+		out += "!busy"
 	}
 	return out
 }
@@ -805,6 +813,8 @@ func (g stepGen) draw(t *rapid.T, role Role) Step {
 			s.Fault = LoseRequest
 		case g.faultOdds/2 + 1:
 			s.Fault = LoseReply
+		case g.faultOdds/2 + 2:
+			s.Fault = Busy
 		}
 		if s.Fault != NoFault {
 			*g.faults++

@@ -452,8 +452,8 @@ type faultStore struct {
 func inject[R any](f *faultStore, call func() (R, error)) (R, error) {
 	fault := f.next
 	f.next = NoFault
-	if fi, ok := f.Store.(FaultInjector); ok && fault != NoFault && fi.InjectFault(fault.callFault(), 0) {
-		return call() // the store's transport loses it for real
+	if fi, ok := f.Store.(FaultInjector); ok && fault != NoFault && fi.InjectFault(fault.callFault(), fault.hold()) {
+		return call() // the store's transport loses it, or its database is busy, for real
 	}
 	var zero R
 	switch fault {

@@ -330,6 +330,16 @@ func (f Fault) callFault() CallFaultKind {
 		return CallLoseRequest
 	case LoseReply:
 		return CallLoseReply
+	case Busy:
+		return CallBusy
+	}
+	return 0
+}
+
+// hold is how long the fault makes the database busy (Busy).
+func (f Fault) hold() time.Duration {
+	if f == Busy {
+		return BusyHold
 	}
 	return 0
 }
@@ -340,6 +350,28 @@ type CallFault struct {
 	Call      int           `json:"call"`
 	Kind      CallFaultKind `json:"kind"`
 	Delay     time.Duration `json:"delay,omitempty"` // real time, for stalls and busy databases
+	// PastTimeout: a busy database (CallBusy) stays busy past the store's
+	// busy timeout (BusyTimeout), for BusyHold, so that the call fails
+	// with core.ErrBusy having done nothing. Where no database can be
+	// made busy, the fault stalls the call for Delay, as any CallBusy.
+	PastTimeout bool `json:"pastTimeout,omitempty"`
+}
+
+// BusyTimeout is how long the SQLite stores of the harness's backends wait
+// for the write lock another connection holds before they answer
+// core.ErrBusy; BusyHold is how long a busy database fault with
+// PastTimeout holds that lock.
+const (
+	BusyTimeout = 50 * time.Millisecond
+	BusyHold    = 2 * BusyTimeout
+)
+
+// hold is how long the fault makes the database busy.
+func (f CallFault) hold() time.Duration {
+	if f.Kind == CallBusy && f.PastTimeout {
+		return BusyHold
+	}
+	return f.Delay
 }
 
 // Component names, as the recorder's actors.
@@ -590,6 +622,9 @@ func RuntimePlans(o RuntimeOptions) *rapid.Generator[*RuntimePlan] {
 			case CallStall, CallSlowReply, CallBusy:
 				f.Delay = time.Duration(rapid.IntRange(1, 8).Draw(t, "fault delay")) * time.Millisecond
 			}
+			// The longest busy databases outlast the store's busy
+			// timeout: their calls are answered core.ErrBusy.
+			f.PastTimeout = f.Kind == CallBusy && f.Delay >= 7*time.Millisecond
 			p.Faults = append(p.Faults, f)
 		}
 		if rapid.IntRange(0, 2).Draw(t, "stall clock") == 2 {

@@ -74,7 +74,7 @@ func faulty[R any](f *faultLayer, op model.Op, call func() (R, error)) (R, error
 	if !ok {
 		return call()
 	}
-	if f.injector != nil && f.injector.InjectFault(cf.Kind, cf.Delay) {
+	if f.injector != nil && f.injector.InjectFault(cf.Kind, cf.hold()) {
 		return call()
 	}
 	var zero R

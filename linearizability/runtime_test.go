@@ -77,8 +77,8 @@ func checkRuntime(t *testing.T, cfg linearizability.Config, f linearizability.Fa
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%s: %d runtime histories, %d operations (%d indeterminate), %d violations, in %v (seed %d)",
-		rep.Adapter, rep.Histories, rep.Operations, rep.Indeterminate, rep.Violations, rep.Elapsed.Round(time.Millisecond), cfg.Seed)
+	t.Logf("%s: %d runtime histories, %d operations (%d indeterminate, %d answered busy), %d violations, in %v (seed %d)",
+		rep.Adapter, rep.Histories, rep.Operations, rep.Indeterminate, busyAnswers(rep), rep.Violations, rep.Elapsed.Round(time.Millisecond), cfg.Seed)
 	if rep.Histories == 0 {
 		t.Fatal("no history ran")
 	}

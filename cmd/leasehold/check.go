@@ -57,7 +57,7 @@ func parseCheckFlags(args []string, stderr io.Writer) (*checkFlags, error) {
 	fs.Uint64Var(&f.seed, "seed", 0, "seed of the first history; history i uses seed+i (default: from the clock)")
 	fs.IntVar(&f.clients, "clients", 6, "most clients in one history (producer, worker, broker, then drawn roles)")
 	fs.StringVar(&f.mode, "mode", "mixed", "time: fake (a clock the plan advances), real (leases of a few ms), or mixed")
-	fs.BoolVar(&f.faults, "faults", true, "inject transport faults: some operations become indeterminate")
+	fs.BoolVar(&f.faults, "faults", true, "inject faults: lost requests and replies (some operations become indeterminate) and, on SQLite, databases busy past the busy timeout (ErrBusy)")
 	fs.IntVar(&f.parallel, "parallel", 0, "histories run at once (default: twice the CPUs, at least 4)")
 	fs.BoolVar(&f.memory, "memory", false, "check the memory adapter too (it is checked by default when no other adapter is named)")
 	fs.StringVar(&f.redis, "redis", "", "check the Redis adapter on the server at `URL` (redis://host:port/db); keys go under a prefix that is deleted afterwards")

@@ -222,12 +222,14 @@ func SQLite(dir string, mode sqlite.PopMode) (linearizability.Factory, error) {
 	run := time.Now().UnixNano()
 	return func(clock core.Clock, capacity int) (*linearizability.Backend, error) {
 		path := filepath.Join(dir, fmt.Sprintf("leasehold-check-%x-%d.db", run, historySeq.Add(1)))
-		// A busy timeout of a second, not ten: a write lock is held for
-		// milliseconds here, and a store whose write waits for the lock an
-		// application's transaction holds while that transaction waits for
-		// the write (an EnqueueTx made beside it) should fail soon.
+		// A busy timeout of linearizability.BusyTimeout, not ten seconds: a
+		// write lock is held for milliseconds here, a store whose write
+		// waits for the lock an application's transaction holds while that
+		// transaction waits for the write (an EnqueueTx made beside it)
+		// should fail soon, and the runtime plans hold the lock past it
+		// (CallFault.PastTimeout) for calls to be answered core.ErrBusy.
 		opts := []sqlite.Option{sqlite.WithClock(clock), sqlite.WithCapacity(capacity), sqlite.WithPopMode(mode),
-			sqlite.WithReaders(2), sqlite.WithSynchronous(sqlite.SyncNormal), sqlite.WithBusyTimeout(time.Second)}
+			sqlite.WithReaders(2), sqlite.WithSynchronous(sqlite.SyncNormal), sqlite.WithBusyTimeout(linearizability.BusyTimeout)}
 		first, err := sqlite.Open(path, opts...)
 		if err != nil {
 			return nil, err

@@ -2,6 +2,7 @@ package backends_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -41,7 +42,7 @@ func TestSQLiteStoreMeetsABusyDatabase(t *testing.T) {
 	if fi.InjectFault(linearizability.CallLoseRequest, 0) {
 		t.Error("a SQLite store claims to lose a request")
 	}
-	const hold = 80 * time.Millisecond
+	const hold = linearizability.BusyTimeout / 3
 	if !fi.InjectFault(linearizability.CallBusy, hold) {
 		t.Fatal("the database could not be made busy")
 	}
@@ -51,6 +52,22 @@ func TestSQLiteStoreMeetsABusyDatabase(t *testing.T) {
 	}
 	if waited := time.Since(start); waited < hold/2 {
 		t.Errorf("the enqueue took %v; the write lock was held for %v", waited, hold)
+	}
+
+	// Held past the store's busy timeout, the database makes the call
+	// fail with ErrBusy, and the call did not run.
+	if !fi.InjectFault(linearizability.CallBusy, linearizability.BusyHold) {
+		t.Fatal("the database could not be made busy")
+	}
+	if err := enqueue(context.Background(), s, "t2"); !errors.Is(err, core.ErrBusy) {
+		t.Fatalf("an enqueue behind a database busy past the timeout: %v, want ErrBusy", err)
+	}
+	time.Sleep(linearizability.BusyHold)
+	if _, err := s.Get(context.Background(), core.GetParams{Queue: "q", ID: "t2"}); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("the busy enqueue's task: %v, want ErrNotFound", err)
+	}
+	if err := enqueue(context.Background(), s, "t2"); err != nil {
+		t.Errorf("the enqueue again, once the database is free: %v", err)
 	}
 }
 
