@@ -32,6 +32,10 @@ const (
 	// Transaction: an op of the transactional API (EnqueueTx, AckTx) made
 	// beside the application's transaction instead of inside it.
 	Transaction = "a transactional API"
+	// BusyDatabase: a call answered core.ErrBusy (it did not run) although
+	// it ran. The runtime harness, whose plans hold SQLite's write lock
+	// past the store's busy timeout, must catch these.
+	BusyDatabase = "a busy database"
 )
 
 // Core is the target of the mutants that patch package core (Worker,
@@ -80,6 +84,7 @@ var Catalogue = []Mutant{
 	{"pop-halts-on-poison", "Pop refuses with ErrCorrupt when it meets a damaged Ready record instead of setting it aside and claiming the sound tasks after it, so one poison record stops its queue", Guard, storeAdapters},
 	{"pop-counts-set-aside-against-batch", "Pop counts the damaged records it sets aside against its batch size, so a batch that meets one claims fewer sound tasks than it could", Guard, storeAdapters},
 	{"decision-draws-version-before-reading-record", "a worker's decision advances the queue's sequence before it reads the task's record whole, so a decision refused on a damaged record leaves the sequence moved (a write on an error path: Redis keeps a script's writes before its error)", Guard, storeAdapters},
+	{"busy-answered-after-commit", "a store whose BEGIN met a busy database waits for the lock and runs its calls, but answers them with the first BEGIN's ErrBusy, so a caller takes a call that ran for one that did not (and an Enqueue made again is a duplicate)", BusyDatabase, []string{"sqlite"}},
 	{"unique-key-kept-after-failure", "a unique key held while its task is pending is released when the task succeeds, but a task that failed (by its worker, a broker or a Cancel) keeps it, so every later enqueue of the key is refused as a duplicate", Guard, []string{"memory", "sqlite"}},
 	{"broker-stale-falls-back-to-requeue", "a broker whose decision is refused as stale requeues the task as an operator would, unconditionally, so it is not stuck (the seed's bug one layer up)", RedisSeed, []string{Core}},
 	{"reaper-stops-after-first-batch", "a broker's pass claims and decides one batch of expired tasks and leaves the rest to a later pass", Runtime, []string{Core}},

@@ -34,12 +34,19 @@ const (
 )
 
 // Harness returns the test and the subtest of the harness binary that a
-// patch of target runs: TestRandomizedHistories on the adapter (SQLite and
-// PostgreSQL with their default Pop), or the runtime harness for Core.
-func Harness(target string) (test, sub string) {
-	switch target {
-	case Core:
+// patch runs: TestRandomizedHistories on its adapter (SQLite and PostgreSQL
+// with their default Pop), the runtime harness for Core, and the runtime
+// harness on its adapter for a mutant of a busy database (whose plans hold
+// the database's write lock past the store's busy timeout).
+func Harness(p Patch) (test, sub string) {
+	target := p.Adapter
+	switch {
+	case target == Core:
 		return RuntimeTest, RuntimeAdapter
+	case p.Mutant.Origin == BusyDatabase:
+		return RuntimeTest, target
+	}
+	switch target {
 	case "sqlite":
 		return HarnessTest, "sqlite-returning"
 	case "postgres":
@@ -263,7 +270,7 @@ func Evaluate(ctx context.Context, cfg Config) ([]Result, error) {
 					}
 					for k := 0; k < n && r.BuildErr == nil && ctx.Err() == nil; k++ {
 						runs <- struct{}{}
-						test, sub := Harness(r.Patch.Adapter)
+						test, sub := Harness(r.Patch)
 						run := runOnce(ctx, bin, filepath.Join(dir, "module", "linearizability"), test, sub,
 							cfg.Seed+uint64(k)*SeedStride, cfg.Budget,
 							filepath.Join(dir, fmt.Sprintf("%s-run%02d", r.Patch.Adapter, k)), cfg.Env)
