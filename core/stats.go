@@ -20,8 +20,12 @@ type WorkerStats struct {
 	// way; each is also a lost lease.
 	StaleDecisions int64
 	// StoreErrors counts the store calls that failed for another reason
-	// (transport errors, a closed store).
+	// (transport errors, a closed store, a busy store).
 	StoreErrors int64
+	// BusyResends counts the decisions (Ack, AckBatch, Fail, Retry) sent
+	// again because the store answered ErrBusy: it did not run them. Each
+	// such answer is also a store error.
+	BusyResends int64
 }
 
 // BrokerStats is a snapshot of a Broker's counters, each counted since the
@@ -46,6 +50,7 @@ type counter = atomic.Int64
 type workerCounters struct {
 	popped, acked, failed, retried, released, panics, extended counter
 	leasesLost, staleDecisions, storeErrors, timeouts          counter
+	busyResends                                                counter
 }
 
 func (c *workerCounters) snapshot() WorkerStats {
@@ -54,7 +59,7 @@ func (c *workerCounters) snapshot() WorkerStats {
 		Retried: c.retried.Load(), Released: c.released.Load(), Panics: c.panics.Load(),
 		Extended: c.extended.Load(), LeasesLost: c.leasesLost.Load(),
 		StaleDecisions: c.staleDecisions.Load(), StoreErrors: c.storeErrors.Load(),
-		TimedOut: c.timeouts.Load(),
+		TimedOut: c.timeouts.Load(), BusyResends: c.busyResends.Load(),
 	}
 }
 

@@ -136,7 +136,13 @@ const (
 //
 // A store error other than those is logged and counted: a failed heartbeat is
 // tried again at the next beat, a failed decision is not repeated, and the
-// lease lapses so that a Broker decides the task.
+// lease lapses so that a Broker decides the task. The exception is ErrBusy,
+// which says the store did not run the call (a SQLite database locked by
+// another connection past its busy timeout): the worker sends that decision
+// again, after a pause that doubles from 5 ms up to 1 s (real time), until
+// the store answers otherwise or the worker abandons its tasks (Shutdown's
+// context ends, or WithShutdownTimeout passes after Run's context ended);
+// WorkerStats counts each such answer in BusyResends and in StoreErrors.
 //
 // A retry runs on the store's clock: the worker passes the retry policy's
 // delay and the store adds it to its own reading, so a worker whose clock is
@@ -780,9 +786,13 @@ func (w *Worker) settle(base, wbase context.Context, j *job, o outcome, here boo
 		w.acks <- j // the acker records it and finishes the job
 		return nil
 	case o.err == nil:
-		ctx, cancel := w.call(w.lease)
-		res, err := w.store.Ack(ctx, AckParams{Claim: j.claim, Result: o.result})
-		cancel()
+		var res TaskResult
+		err := w.untilRun(base, 1, func() (err error) {
+			ctx, cancel := w.call(w.lease)
+			defer cancel()
+			res, err = w.store.Ack(ctx, AckParams{Claim: j.claim, Result: o.result})
+			return err
+		})
 		w.acked(base, j, res.Now, err)
 	default:
 		w.decideFailure(base, j, o.err)
@@ -840,6 +850,49 @@ func (w *Worker) acked(base context.Context, j *job, now time.Time, err error) {
 	}
 }
 
+// The pauses between the sends of a decision the store answered ErrBusy, in
+// real time (a busy database is a real-time matter): the first, doubled
+// after each busy answer up to the longest.
+const (
+	busyPause    = 5 * time.Millisecond
+	busyPauseMax = time.Second
+)
+
+// untilRun sends a decision (Ack, AckBatch, Fail, Retry) of tasks tasks
+// with send, and sends it again while the store answers ErrBusy: the store
+// did not run it (a SQLite database whose write lock another connection
+// held past the busy timeout), so sending it again cannot record it twice,
+// and the task need not wait for its lease to lapse and run again. It
+// pauses between the sends (busyPause, doubling up to busyPauseMax) and
+// stops once the worker abandons its tasks (a hard stop, or the shutdown
+// timeout after Run's context ended). It returns the last answer. The claim keeps the task meanwhile: no broker
+// takes it before its lease lapses, and a decision through it counts until
+// another supersedes it.
+func (w *Worker) untilRun(base context.Context, tasks int, send func() error) error {
+	pause := busyPause
+	for {
+		err := send()
+		if !errors.Is(err, ErrBusy) || closed(w.hard) || closed(w.abandon) {
+			return err
+		}
+		w.stats.storeErrors.Add(1)
+		w.stats.busyResends.Add(1)
+		w.tel.storeError(base, nil, false)
+		w.logger.WarnContext(base, "store busy; sending the decision again", "err", err, "tasks", tasks, "pause", pause)
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-w.hard:
+			t.Stop()
+			return err
+		case <-w.abandon:
+			t.Stop()
+			return err
+		}
+		pause = min(2*pause, busyPauseMax)
+	}
+}
+
 // decideFailure records a failed attempt: Retry with the policy's delay, or
 // Fail.
 func (w *Worker) decideFailure(base context.Context, j *job, herr error) {
@@ -850,9 +903,12 @@ func (w *Worker) decideFailure(base context.Context, j *job, herr error) {
 	d := decisionFail
 	switch {
 	case IsPermanent(herr):
-		ctx, cancel := w.call(w.lease)
-		res, err = w.store.Fail(ctx, FailParams{Claim: j.claim, Message: herr.Error()})
-		cancel()
+		err = w.untilRun(base, 1, func() (err error) {
+			ctx, cancel := w.call(w.lease)
+			defer cancel()
+			res, err = w.store.Fail(ctx, FailParams{Claim: j.claim, Message: herr.Error()})
+			return err
+		})
 		counter, msg = &w.stats.failed, "task failed permanently"
 	default:
 		now := w.storeNow.estimate(w.clock)
@@ -864,14 +920,20 @@ func (w *Worker) decideFailure(base context.Context, j *job, herr error) {
 		if retry {
 			// The store adds the delay to its own clock: the worker's
 			// estimate above only dates the error the policy sees.
-			ctx, cancel := w.call(w.lease)
-			res, err = w.store.Retry(ctx, RetryParams{Claim: j.claim, Delay: delay, Message: herr.Error()})
-			cancel()
+			err = w.untilRun(base, 1, func() (err error) {
+				ctx, cancel := w.call(w.lease)
+				defer cancel()
+				res, err = w.store.Retry(ctx, RetryParams{Claim: j.claim, Delay: delay, Message: herr.Error()})
+				return err
+			})
 			counter, msg, d = &w.stats.retried, "task will be retried", decisionRetry
 		} else {
-			ctx, cancel := w.call(w.lease)
-			res, err = w.store.Fail(ctx, FailParams{Claim: j.claim, Message: herr.Error()})
-			cancel()
+			err = w.untilRun(base, 1, func() (err error) {
+				ctx, cancel := w.call(w.lease)
+				defer cancel()
+				res, err = w.store.Fail(ctx, FailParams{Claim: j.claim, Message: herr.Error()})
+				return err
+			})
 			counter, msg = &w.stats.failed, "task failed: no retry left"
 		}
 	}
@@ -984,10 +1046,15 @@ func (w *Worker) ackBatch(base context.Context, jobs []*job, keep bool) (kept *j
 	for i, j := range jobs {
 		items[i] = AckItem{Claim: j.claim, Result: j.result}
 	}
-	sent := w.clock.Now()
-	ctx, cancel := w.call(w.lease)
-	res, err := w.batcher.AckBatch(ctx, AckBatchParams{Queue: w.queue, Acks: items, Pop: AckPop{Lease: w.lease, N: n}})
-	cancel()
+	var sent time.Time
+	var res BatchResult
+	err := w.untilRun(base, len(jobs), func() (err error) {
+		sent = w.clock.Now()
+		ctx, cancel := w.call(w.lease)
+		defer cancel()
+		res, err = w.batcher.AckBatch(ctx, AckBatchParams{Queue: w.queue, Acks: items, Pop: AckPop{Lease: w.lease, N: n}})
+		return err
+	})
 	w.ackHeld.Add(-int64(n))
 	if err == nil && (len(res.Items) != len(jobs) || len(res.Claimed) > n) {
 		err = fmt.Errorf("leasehold: AckBatch answered %d items for %d and %d claims for %d", len(res.Items), len(jobs), len(res.Claimed), n)
@@ -1021,9 +1088,13 @@ func (w *Worker) ackBatch(base context.Context, jobs []*job, keep bool) (kept *j
 func (w *Worker) recordAcks(base context.Context, jobs []*job) {
 	if len(jobs) == 1 {
 		j := jobs[0]
-		ctx, cancel := w.call(w.lease)
-		res, err := w.store.Ack(ctx, AckParams{Claim: j.claim, Result: j.result})
-		cancel()
+		var res TaskResult
+		err := w.untilRun(base, 1, func() (err error) {
+			ctx, cancel := w.call(w.lease)
+			defer cancel()
+			res, err = w.store.Ack(ctx, AckParams{Claim: j.claim, Result: j.result})
+			return err
+		})
 		w.acked(base, j, res.Now, err)
 		w.finish(j)
 		return
@@ -1032,9 +1103,13 @@ func (w *Worker) recordAcks(base context.Context, jobs []*job) {
 	for i, j := range jobs {
 		items[i] = AckItem{Claim: j.claim, Result: j.result}
 	}
-	ctx, cancel := w.call(w.lease)
-	res, err := w.batcher.AckBatch(ctx, AckBatchParams{Queue: w.queue, Acks: items})
-	cancel()
+	var res BatchResult
+	err := w.untilRun(base, len(jobs), func() (err error) {
+		ctx, cancel := w.call(w.lease)
+		defer cancel()
+		res, err = w.batcher.AckBatch(ctx, AckBatchParams{Queue: w.queue, Acks: items})
+		return err
+	})
 	if err == nil && len(res.Items) != len(jobs) {
 		err = fmt.Errorf("leasehold: AckBatch answered %d items for %d", len(res.Items), len(jobs))
 	}
@@ -1130,9 +1205,12 @@ func (w *Worker) lost(base context.Context, j *job, err error) {
 
 // giveBack returns an unfinished task to the queue through its claim.
 func (w *Worker) giveBack(base context.Context, j *job) {
-	ctx, cancel := w.call(w.lease)
-	_, err := w.store.Retry(ctx, RetryParams{Claim: j.claim, Message: ErrWorkerStopped.Error()})
-	cancel()
+	err := w.untilRun(base, 1, func() error {
+		ctx, cancel := w.call(w.lease)
+		defer cancel()
+		_, err := w.store.Retry(ctx, RetryParams{Claim: j.claim, Message: ErrWorkerStopped.Error()})
+		return err
+	})
 	switch {
 	case err == nil:
 		w.stats.released.Add(1)

@@ -1,0 +1,181 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/core"
+)
+
+// busyStore answers the next busy decisions (Ack, AckBatch, Fail, Retry)
+// ErrBusy without running them, as a SQLite store does when another
+// connection holds the database's write lock past its busy timeout.
+// answered counts those answers.
+type busyStore struct {
+	core.Store
+	busy     atomic.Int64 // decisions left to refuse; < 0: every one
+	answered atomic.Int64
+}
+
+func (s *busyStore) refuse(op string) error {
+	for {
+		n := s.busy.Load()
+		if n == 0 {
+			return nil
+		}
+		if n < 0 || s.busy.CompareAndSwap(n, n-1) {
+			s.answered.Add(1)
+			return fmt.Errorf("busyStore: %s: %w", op, core.ErrBusy)
+		}
+	}
+}
+
+func (s *busyStore) Ack(ctx context.Context, p core.AckParams) (core.TaskResult, error) {
+	if err := s.refuse("ack"); err != nil {
+		return core.TaskResult{}, err
+	}
+	return s.Store.Ack(ctx, p)
+}
+
+func (s *busyStore) Fail(ctx context.Context, p core.FailParams) (core.TaskResult, error) {
+	if err := s.refuse("fail"); err != nil {
+		return core.TaskResult{}, err
+	}
+	return s.Store.Fail(ctx, p)
+}
+
+func (s *busyStore) Retry(ctx context.Context, p core.RetryParams) (core.TaskResult, error) {
+	if err := s.refuse("retry"); err != nil {
+		return core.TaskResult{}, err
+	}
+	return s.Store.Retry(ctx, p)
+}
+
+// busyBatchStore is busyStore over a BatchStore, whose AckBatch is busy too.
+type busyBatchStore struct {
+	*busyStore
+	batch core.BatchStore
+}
+
+func (s *busyBatchStore) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (core.BatchResult, error) {
+	return s.batch.EnqueueBatch(ctx, p)
+}
+
+func (s *busyBatchStore) AckBatch(ctx context.Context, p core.AckBatchParams) (core.BatchResult, error) {
+	if err := s.refuse("ack batch"); err != nil {
+		return core.BatchResult{}, err
+	}
+	return s.batch.AckBatch(ctx, p)
+}
+
+// newBusyStore returns a busyStore over a memory store judged by clk, and
+// the store a worker is given: with batch, a BatchStore (its successes go
+// through AckBatch); else a plain Store (Ack).
+func newBusyStore(t *testing.T, clk core.Clock, batch bool) (*busyStore, core.Store) {
+	s := &busyStore{Store: newStore(t, clk)}
+	if batch {
+		return s, &busyBatchStore{busyStore: s, batch: s.Store.(core.BatchStore)}
+	}
+	return s, s
+}
+
+// waitStats waits until ok holds of the worker's counters.
+func waitStats(t *testing.T, w *core.Worker, ok func(core.WorkerStats) bool) core.WorkerStats {
+	t.Helper()
+	deadline := time.Now().Add(guard)
+	for {
+		st := w.Stats()
+		if ok(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stats = %+v", st)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestWorkerSendsADecisionTheStoreAnsweredBusyAgain(t *testing.T) {
+	cases := []struct {
+		name    string
+		handler func() ([]byte, error)
+		opts    []core.WorkerOption
+		want    core.State
+		counted func(core.WorkerStats) int64
+	}{
+		{"ack", func() ([]byte, error) { return []byte("done"), nil }, nil, core.Succeeded,
+			func(st core.WorkerStats) int64 { return st.Acked }},
+		{"fail", func() ([]byte, error) { return nil, core.Permanent(errors.New("bad input")) }, nil, core.Failed,
+			func(st core.WorkerStats) int64 { return st.Failed }},
+		// The default policy retries after a second, and the fake clock
+		// stands still: the task waits Scheduled.
+		{"retry", func() ([]byte, error) { return nil, errors.New("try later") }, nil, core.Scheduled,
+			func(st core.WorkerStats) int64 { return st.Retried }},
+	}
+	for _, c := range cases {
+		for _, batch := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/batch=%v", c.name, batch), func(t *testing.T) {
+				clk := core.NewFakeClock(t0)
+				s, store := newBusyStore(t, clk, batch)
+				enqueue(t, store, clk, "t1", core.WithMaxAttempts(3))
+				s.busy.Store(3)
+				var runs atomic.Int64
+				w := newWorker(t, store, clk, func(context.Context, core.Claim, core.Task) ([]byte, error) {
+					runs.Add(1)
+					return c.handler()
+				}, c.opts...)
+				stop := started(t, w)
+				st := waitStats(t, w, func(st core.WorkerStats) bool { return c.counted(st) == 1 })
+				stop()
+				if task := mustGet(t, store, "t1"); task.State != c.want || task.Attempt != 1 {
+					t.Fatalf("task %v attempt %d, want %v after one attempt", task.State, task.Attempt, c.want)
+				}
+				if runs.Load() != 1 || s.answered.Load() != 3 {
+					t.Fatalf("handler ran %d times, store answered busy %d times; want 1 and 3", runs.Load(), s.answered.Load())
+				}
+				if st.BusyResends != 3 || st.StoreErrors != 3 || st.LeasesLost != 0 {
+					t.Fatalf("stats = %+v, want 3 busy resends and store errors, no lost lease", st)
+				}
+			})
+		}
+	}
+}
+
+func TestWorkerStopsSendingABusyDecisionWhenShutdownEnds(t *testing.T) {
+	for _, batch := range []bool{true, false} {
+		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
+			clk := core.NewFakeClock(t0)
+			s, store := newBusyStore(t, clk, batch)
+			enqueue(t, store, clk, "t1")
+			s.busy.Store(-1) // busy for good
+			w := newWorker(t, store, clk, func(context.Context, core.Claim, core.Task) ([]byte, error) {
+				return nil, nil
+			})
+			ran := make(chan error, 1)
+			go func() { ran <- w.Run(context.Background()) }()
+			waitStats(t, w, func(st core.WorkerStats) bool { return st.BusyResends >= 2 })
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			err := w.Shutdown(ctx)
+			var se *core.ShutdownError
+			if !errors.As(err, &se) || len(se.Held) != 1 || se.Held[0].TaskID != "t1" {
+				t.Fatalf("Shutdown = %v, want a ShutdownError holding t1", err)
+			}
+			if err := receive(t, ran); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			// Nothing was recorded: the claim holds the task until its
+			// lease lapses and a broker decides it.
+			if task := mustGet(t, store, "t1"); task.State != core.Running {
+				t.Fatalf("task %v, want running", task.State)
+			}
+			if st := w.Stats(); st.Acked != 0 || st.LeasesLost != 0 {
+				t.Fatalf("stats = %+v", st)
+			}
+		})
+	}
+}
