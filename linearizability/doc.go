@@ -99,7 +99,11 @@
 // the timeout too (CallFault.PastTimeout). A store that answered ErrBusy
 // for a call that had taken effect fails the check as soon as an answer
 // shows the effect. Stores that cannot be made busy run the call as it is
-// (store-level plans) or after a stall (runtime plans).
+// in store-level plans. In runtime plans they run it after a stall, but a
+// fault past the timeout is answered core.ErrBusy above the store without
+// running it, as a busy store would answer: the workers' handling of that
+// answer is checked on every adapter (the property busy-resend: a
+// decision answered busy is sent again).
 //
 // # Making races happen
 //
@@ -234,6 +238,9 @@
 //     policy says, after the delay measured from the Now of its
 //     ClaimExpired; a worker's retry delay runs from a reading no earlier
 //     than the store's last answer before its handler returned;
+//   - busy-resend (busyResend): a worker sends a decision the store
+//     answered core.ErrBusy (which it did not run) again through the same
+//     claim, unless it gave the claim up at shutdown;
 //   - quiescence (quiescence): at the end every task is terminal, and each
 //     Succeeded task had exactly one accepted Ack, with its claim's token.
 //

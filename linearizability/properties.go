@@ -43,6 +43,7 @@ var RuntimeProperties = []Property{
 	{"store-clock-delays", "a broker decides as its policy says, its delay measured from the store's reading in ClaimExpired; a worker's retry delay from the store's clock as the worker last read it", storeClockDelays},
 	{"periodic-occurrences", "a Client's scheduler enqueues each task under the ID of an occurrence of its schedule, and no occurrence is accepted twice", periodicOccurrences},
 	{"cancel-final", "a task an operator cancelled is never acked, failed, retried, extended, requeued, reaped or popped afterwards, until an operator requeues it or it is enqueued again (or may have: a requeue or enqueue whose reply was lost)", cancelFinal},
+	{"busy-resend", "a worker sends a decision the store answered busy (which it did not run) again through the same claim, unless it gave the claim up at shutdown", busyResend},
 	{"quiescence", "once producers stop and time passes, every task not removed is terminal, and each Succeeded task had exactly one accepted Ack, with its claim's token", quiescence},
 }
 
@@ -197,6 +198,55 @@ func noBypass(c *runtimeCase) []string {
 	}
 	return out
 }
+
+// busyResend pins "a decision answered busy is sent again": core.ErrBusy
+// says the store did not run the call, so the worker sends the same
+// decision through the same claim again after a pause (5 ms, doubling with
+// each busy answer to the claim's decisions, up to 1 s), until it is
+// answered otherwise. A claim its Shutdown left held is exempt, and so is
+// a busy answer too close to the stop for the pause and busyResendSlack to
+// have passed before it: the worker may have given the claim up by then.
+func busyResend(c *runtimeCase) []string {
+	var out []string
+	for _, actor := range c.actors {
+		if roleOf(actor) != "worker" {
+			continue
+		}
+		ops := c.byActor[actor]
+		answers := map[claimKey]int{} // busy answers to each claim's decisions so far
+		for i, op := range ops {
+			if op.Output.Err != "busy" {
+				continue
+			}
+			for _, d := range decisionsOf(op) {
+				if d.kind == model.OpExtend {
+					continue
+				}
+				key := claimKey{actor, d.task, d.token}
+				answers[key]++
+				pause := min(5*time.Millisecond<<min(answers[key]-1, 8), time.Second)
+				if c.held[heldKey{d.task, d.token}] || c.rh.StopAt-op.Return < int64(pause+busyResendSlack) {
+					continue
+				}
+				resent := slices.ContainsFunc(ops[i+1:], func(later *Operation) bool {
+					return slices.ContainsFunc(decisionsOf(later), func(e decision) bool {
+						return e.kind == d.kind && e.task == d.task && e.token == d.token
+					})
+				})
+				if !resent {
+					out = append(out, fmt.Sprintf("%s's %v of %s token %d was answered busy at %v and never sent again (the stop came %v later)",
+						actor, d.kind, d.task, d.token, time.Duration(op.Return), time.Duration(c.rh.StopAt-op.Return)))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// busyResendSlack is how long after its pause a worker's resend of a
+// decision answered busy may take to start: scheduling delays of a loaded
+// machine.
+const busyResendSlack = 500 * time.Millisecond
 
 // handlerOutcome pins "the outcome recorded is the one the handler
 // returned": a nil error is an Ack with the handler's result; an error (with

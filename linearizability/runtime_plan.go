@@ -295,7 +295,7 @@ const (
 	CallSlowReply
 	// CallBusy: another connection holds the database's write lock for
 	// Delay as the call starts (SQLite); where that does not apply, a
-	// stall.
+	// stall, or with PastTimeout the answer core.ErrBusy without the call.
 	CallBusy
 )
 
@@ -353,7 +353,9 @@ type CallFault struct {
 	// PastTimeout: a busy database (CallBusy) stays busy past the store's
 	// busy timeout (BusyTimeout), for BusyHold, so that the call fails
 	// with core.ErrBusy having done nothing. Where no database can be
-	// made busy, the fault stalls the call for Delay, as any CallBusy.
+	// made busy, the call is answered core.ErrBusy without reaching the
+	// store, as such a store would answer it: so the components' handling
+	// of the answer is checked on every adapter.
 	PastTimeout bool `json:"pastTimeout,omitempty"`
 }
 

@@ -79,6 +79,14 @@ func faulty[R any](f *faultLayer, op model.Op, call func() (R, error)) (R, error
 	}
 	var zero R
 	switch cf.Kind {
+	case CallBusy:
+		if cf.PastTimeout {
+			// What a store that can be made busy answers: the call did
+			// not run.
+			return zero, fmt.Errorf("%w: the database stayed locked past the busy timeout (simulated)", core.ErrBusy)
+		}
+		time.Sleep(cf.Delay)
+		return call()
 	case CallLoseRequest:
 		return zero, fmt.Errorf("%w: request lost", ErrInjected)
 	case CallLoseReply:
@@ -90,7 +98,7 @@ func faulty[R any](f *faultLayer, op model.Op, call func() (R, error)) (R, error
 		res, err := call()
 		time.Sleep(cf.Delay)
 		return res, err
-	default: // CallStall, and CallBusy where no database can be made busy
+	default: // CallStall
 		time.Sleep(cf.Delay)
 		return call()
 	}
