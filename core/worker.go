@@ -858,27 +858,34 @@ const (
 	busyPauseMax = time.Second
 )
 
-// untilRun sends a decision (Ack, AckBatch, Fail, Retry) of tasks tasks
-// with send, and sends it again while the store answers ErrBusy: the store
-// did not run it (a SQLite database whose write lock another connection
-// held past the busy timeout), so sending it again cannot record it twice,
-// and the task need not wait for its lease to lapse and run again. It
-// pauses between the sends (busyPause, doubling up to busyPauseMax) and
-// stops once the worker abandons its tasks (a hard stop, or the shutdown
-// timeout after Run's context ended). It returns the last answer. The claim keeps the task meanwhile: no broker
-// takes it before its lease lapses, and a decision through it counts until
-// another supersedes it.
+// untilRun sends a decision (Ack, AckBatch, Fail, Retry, or a task given
+// back) of tasks tasks with send, and sends it again while the store
+// answers ErrBusy: the store did not run it (a SQLite database whose write
+// lock another connection held past the busy timeout), so sending it again
+// cannot record it twice, and the task need not wait for its lease to
+// lapse and run again. It pauses between the sends (busyPause, doubling up
+// to busyPauseMax). Once the worker abandons its tasks (the shutdown
+// timeout after Run's context ended) it sends the decision one last time
+// without a pause; a hard stop (Shutdown's deadline) ends it at once, and
+// the caller names the claim held. It returns the last answer. The claim
+// keeps the task meanwhile: no broker takes it before its lease lapses, and
+// a decision through it counts until another supersedes it.
 func (w *Worker) untilRun(base context.Context, tasks int, send func() error) error {
 	pause := busyPause
+	last := false
 	for {
 		err := send()
-		if !errors.Is(err, ErrBusy) || closed(w.hard) || closed(w.abandon) {
+		if !errors.Is(err, ErrBusy) || last || closed(w.hard) {
 			return err
 		}
 		w.stats.storeErrors.Add(1)
 		w.stats.busyResends.Add(1)
 		w.tel.storeError(base, nil, false)
 		w.logger.WarnContext(base, "store busy; sending the decision again", "err", err, "tasks", tasks, "pause", pause)
+		if closed(w.abandon) {
+			last = true
+			continue
+		}
 		t := time.NewTimer(pause)
 		select {
 		case <-t.C:
@@ -887,7 +894,10 @@ func (w *Worker) untilRun(base context.Context, tasks int, send func() error) er
 			return err
 		case <-w.abandon:
 			t.Stop()
-			return err
+			if closed(w.hard) {
+				return err
+			}
+			last = true
 		}
 		pause = min(2*pause, busyPauseMax)
 	}

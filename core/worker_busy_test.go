@@ -19,9 +19,20 @@ type busyStore struct {
 	core.Store
 	busy     atomic.Int64 // decisions left to refuse; < 0: every one
 	answered atomic.Int64
+	// With clk set, the store is busy while clk reads before busyUntil
+	// instead.
+	clk       core.Clock
+	busyUntil time.Time
 }
 
 func (s *busyStore) refuse(op string) error {
+	if s.clk != nil {
+		if !s.clk.Now().Before(s.busyUntil) {
+			return nil
+		}
+		s.answered.Add(1)
+		return fmt.Errorf("busyStore: %s: %w", op, core.ErrBusy)
+	}
 	for {
 		n := s.busy.Load()
 		if n == 0 {
@@ -177,5 +188,39 @@ func TestWorkerStopsSendingABusyDecisionWhenShutdownEnds(t *testing.T) {
 				t.Fatalf("stats = %+v", st)
 			}
 		})
+	}
+}
+
+// A worker whose Run context ended and whose shutdown timeout passed while
+// it waited to send a busy decision again sends it one last time at once,
+// instead of leaving the task to run again once its lease lapses.
+func TestWorkerSendsABusyDecisionOnceMoreWhenItsShutdownTimeoutPasses(t *testing.T) {
+	clk := core.NewFakeClock(t0)
+	s, store := newBusyStore(t, clk, false)
+	enqueue(t, store, clk, "t1")
+	const timeout = time.Minute
+	// Busy until the shutdown timeout passes: only a send after it runs.
+	s.clk, s.busyUntil = clk, clk.Now().Add(timeout)
+	w := newWorker(t, store, clk, func(context.Context, core.Claim, core.Task) ([]byte, error) {
+		return nil, nil
+	}, core.WithShutdownTimeout(timeout))
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(ctx) }()
+	// Six busy answers: the next pause is 320 ms, long past the moment
+	// the shutdown timeout passes.
+	waitStats(t, w, func(st core.WorkerStats) bool { return st.BusyResends >= 6 })
+	cancel()
+	// The shutdown timer is armed: the worker has stopped popping.
+	blockUntilTimerAt(t, clk, clk.Now().Add(timeout))
+	clk.Advance(timeout)
+	if err := receive(t, ran); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if task := mustGet(t, store, "t1"); task.State != core.Succeeded {
+		t.Fatalf("task %v, want succeeded: the last send was not made", task.State)
+	}
+	if st := w.Stats(); st.Acked != 1 || st.BusyResends < 6 {
+		t.Fatalf("stats = %+v, want one ack after 6 busy resends or more", st)
 	}
 }
