@@ -95,8 +95,9 @@
 // to lose its request: another connection holds the SQLite database's
 // write lock for BusyHold, twice the harness stores' BusyTimeout, so the
 // call is answered core.ErrBusy. In the runtime mode, the busy database
-// faults (CallBusy) that last longest (7 and 8ms in the plan) hold the lock past
-// the timeout too (CallFault.PastTimeout). A store that answered ErrBusy
+// faults (CallBusy) that last longest (5 to 8ms in the plan), and in one
+// plan in three a busy fault on one of a worker's first calls, hold the
+// lock past the timeout too (CallFault.PastTimeout). A store that answered ErrBusy
 // for a call that had taken effect fails the check as soon as an answer
 // shows the effect. Stores that cannot be made busy run the call as it is
 // in store-level plans. In runtime plans they run it after a stall, but a
@@ -240,7 +241,7 @@
 //     than the store's last answer before its handler returned;
 //   - busy-resend (busyResend): a worker sends a decision the store
 //     answered core.ErrBusy (which it did not run) again through the same
-//     claim, unless it gave the claim up at shutdown;
+//     claim, unless a Client's Shutdown named the claim held;
 //   - quiescence (quiescence): at the end every task is terminal, and each
 //     Succeeded task had exactly one accepted Ack, with its claim's token.
 //

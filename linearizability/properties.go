@@ -43,7 +43,7 @@ var RuntimeProperties = []Property{
 	{"store-clock-delays", "a broker decides as its policy says, its delay measured from the store's reading in ClaimExpired; a worker's retry delay from the store's clock as the worker last read it", storeClockDelays},
 	{"periodic-occurrences", "a Client's scheduler enqueues each task under the ID of an occurrence of its schedule, and no occurrence is accepted twice", periodicOccurrences},
 	{"cancel-final", "a task an operator cancelled is never acked, failed, retried, extended, requeued, reaped or popped afterwards, until an operator requeues it or it is enqueued again (or may have: a requeue or enqueue whose reply was lost)", cancelFinal},
-	{"busy-resend", "a worker sends a decision the store answered busy (which it did not run) again through the same claim, unless it gave the claim up at shutdown", busyResend},
+	{"busy-resend", "a worker sends a decision the store answered busy (which it did not run) again through the same claim, unless a Shutdown named the claim held", busyResend},
 	{"quiescence", "once producers stop and time passes, every task not removed is terminal, and each Succeeded task had exactly one accepted Ack, with its claim's token", quiescence},
 }
 
@@ -203,9 +203,8 @@ func noBypass(c *runtimeCase) []string {
 // says the store did not run the call, so the worker sends the same
 // decision through the same claim again after a pause (5 ms, doubling with
 // each busy answer to the claim's decisions, up to 1 s), until it is
-// answered otherwise. A claim its Shutdown left held is exempt, and so is
-// a busy answer too close to the stop for the pause and busyResendSlack to
-// have passed before it: the worker may have given the claim up by then.
+// answered otherwise. Only a claim its Client's Shutdown named held (its
+// deadline passed during a pause) may be left undecided.
 func busyResend(c *runtimeCase) []string {
 	var out []string
 	for _, actor := range c.actors {
@@ -225,7 +224,7 @@ func busyResend(c *runtimeCase) []string {
 				key := claimKey{actor, d.task, d.token}
 				answers[key]++
 				pause := min(5*time.Millisecond<<min(answers[key]-1, 8), time.Second)
-				if c.held[heldKey{d.task, d.token}] || c.rh.StopAt-op.Return < int64(pause+busyResendSlack) {
+				if c.held[heldKey{d.task, d.token}] {
 					continue
 				}
 				resent := slices.ContainsFunc(ops[i+1:], func(later *Operation) bool {
@@ -234,19 +233,14 @@ func busyResend(c *runtimeCase) []string {
 					})
 				})
 				if !resent {
-					out = append(out, fmt.Sprintf("%s's %v of %s token %d was answered busy at %v and never sent again (the stop came %v later)",
-						actor, d.kind, d.task, d.token, time.Duration(op.Return), time.Duration(c.rh.StopAt-op.Return)))
+					out = append(out, fmt.Sprintf("%s's %v of %s token %d was answered busy at %v and never sent again (due after a pause of %v), and no Shutdown named the claim held",
+						actor, d.kind, d.task, d.token, time.Duration(op.Return), pause))
 				}
 			}
 		}
 	}
 	return out
 }
-
-// busyResendSlack is how long after its pause a worker's resend of a
-// decision answered busy may take to start: scheduling delays of a loaded
-// machine.
-const busyResendSlack = 500 * time.Millisecond
 
 // handlerOutcome pins "the outcome recorded is the one the handler
 // returned": a nil error is an Ack with the handler's result; an error (with

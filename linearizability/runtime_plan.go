@@ -626,8 +626,20 @@ func RuntimePlans(o RuntimeOptions) *rapid.Generator[*RuntimePlan] {
 			}
 			// The longest busy databases outlast the store's busy
 			// timeout: their calls are answered core.ErrBusy.
-			f.PastTimeout = f.Kind == CallBusy && f.Delay >= 7*time.Millisecond
+			f.PastTimeout = f.Kind == CallBusy && f.Delay >= 5*time.Millisecond
 			p.Faults = append(p.Faults, f)
+		}
+		if len(p.Workers) > 0 && rapid.IntRange(0, 2).Draw(t, "busy worker") == 2 {
+			// A worker's early call (its first decisions among them) meets
+			// a database busy past the timeout: what a worker does with a
+			// decision answered core.ErrBusy.
+			p.Faults = append(p.Faults, CallFault{
+				Component:   workerName(rapid.IntRange(0, len(p.Workers)-1).Draw(t, "busy worker index")),
+				Call:        rapid.IntRange(1, 12).Draw(t, "busy worker call"),
+				Kind:        CallBusy,
+				Delay:       8 * time.Millisecond,
+				PastTimeout: true,
+			})
 		}
 		if rapid.IntRange(0, 2).Draw(t, "stall clock") == 2 {
 			p.StallEvery = rapid.IntRange(3, 9).Draw(t, "stall every")
