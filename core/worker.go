@@ -872,8 +872,8 @@ const (
 // a decision through it counts until another supersedes it.
 func (w *Worker) untilRun(base context.Context, tasks int, send func() error) error {
 	pause := busyPause
-	last := false
 	for {
+		last := closed(w.abandon) // a send begun after the abandon is the last
 		err := send()
 		if !errors.Is(err, ErrBusy) || last || closed(w.hard) {
 			return err
@@ -882,10 +882,6 @@ func (w *Worker) untilRun(base context.Context, tasks int, send func() error) er
 		w.stats.busyResends.Add(1)
 		w.tel.storeError(base, nil, false)
 		w.logger.WarnContext(base, "store busy; sending the decision again", "err", err, "tasks", tasks, "pause", pause)
-		if closed(w.abandon) {
-			last = true
-			continue
-		}
 		t := time.NewTimer(pause)
 		select {
 		case <-t.C:
@@ -897,7 +893,6 @@ func (w *Worker) untilRun(base context.Context, tasks int, send func() error) er
 			if closed(w.hard) {
 				return err
 			}
-			last = true
 		}
 		pause = min(2*pause, busyPauseMax)
 	}

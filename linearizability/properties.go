@@ -212,7 +212,6 @@ func busyResend(c *runtimeCase) []string {
 			continue
 		}
 		ops := c.byActor[actor]
-		answers := map[claimKey]int{} // busy answers to each claim's decisions so far
 		for i, op := range ops {
 			if op.Output.Err != "busy" {
 				continue
@@ -221,9 +220,6 @@ func busyResend(c *runtimeCase) []string {
 				if d.kind == model.OpExtend {
 					continue
 				}
-				key := claimKey{actor, d.task, d.token}
-				answers[key]++
-				pause := min(5*time.Millisecond<<min(answers[key]-1, 8), time.Second)
 				if c.held[heldKey{d.task, d.token}] {
 					continue
 				}
@@ -233,8 +229,8 @@ func busyResend(c *runtimeCase) []string {
 					})
 				})
 				if !resent {
-					out = append(out, fmt.Sprintf("%s's %v of %s token %d was answered busy at %v and never sent again (due after a pause of %v), and no Shutdown named the claim held",
-						actor, d.kind, d.task, d.token, time.Duration(op.Return), pause))
+					out = append(out, fmt.Sprintf("%s's %v of %s token %d was answered busy at %v and never sent again, and no Shutdown named the claim held",
+						actor, d.kind, d.task, d.token, time.Duration(op.Return)))
 				}
 			}
 		}
