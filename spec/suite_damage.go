@@ -74,6 +74,26 @@ var damageSuite = []suiteCase{
 		e.ok("AckBatch with a damaged item and a pop", err)
 		e.wantItems("AckBatch with a damaged item and a pop", res, nil, core.ErrCorrupt)
 	}},
+	{name: "AnAckBatchItemOnADamagedRecordItsOwnPopSetsAsideIsCorrupt", run: func(e *env) {
+		// The items are judged before the pop: the stale item meets the
+		// record still damaged (ErrCorrupt), and only then does the pop
+		// reach it and set it aside. A store that judges the item after
+		// its pop, or reads the record again once it committed, finds it
+		// set aside and answers ErrStaleClaim.
+		bs := e.batch()
+		_, stale := e.running("poison")
+		_, err := e.s.Retry(e.ctx, core.RetryParams{Claim: stale})
+		e.ok("Retry", err)
+		e.enqueue("sound")
+		e.damage("poison")
+		res, err := bs.AckBatch(e.ctx, core.AckBatchParams{Queue: e.q, Acks: []core.AckItem{{Claim: stale}}, Pop: core.AckPop{Lease: lease, N: 1}})
+		e.ok("AckBatch", err)
+		e.wantItems("AckBatch with a stale item on a damaged record", res, core.ErrCorrupt)
+		e.wantIDs("AckBatch's pop past the damaged record", taskIDs(res.Claimed), "sound")
+		if got := e.get("poison"); got.State != core.Quarantined {
+			e.t.Errorf("poison: %s, want set aside", formatTask(got))
+		}
+	}},
 	{name: "ADecisionWithAWrongTokenOnADamagedTaskIsCorrupt", run: func(e *env) {
 		// The damage is reported first: the store cannot read the record,
 		// so it cannot tell that the token is not the task's.

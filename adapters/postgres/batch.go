@@ -230,6 +230,14 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 			return err
 		}
 		fill(idx, sub)
+		// The items are judged before the pop (as the model does): an
+		// item its guard refused on a record this operation's own pop set
+		// aside met that record still damaged.
+		for i, a := range p.Acks {
+			if guardRefusal(items[i].Err) && slices.Contains(o.setAside, a.Claim.TaskID) {
+				items[i].Err = corrupt("task %q in queue %q: damaged (set aside by this AckBatch's pop)", a.Claim.TaskID, p.Queue)
+			}
+		}
 		if p.Pop.N == 0 {
 			return nil
 		}

@@ -47,7 +47,8 @@ func lifeStates() string {
 // quarantine column, so in no partial index) and step runs again from a
 // savepoint: the operation takes effect once, in one transaction, without
 // the damaged rows its scan reached, as the model's scans do. A scan that
-// meets none costs what it did before.
+// meets none costs what it did before. The rows set aside are listed in
+// o.setAside while step runs again (AckBatch judges its items by them).
 //
 // pipe, when not nil, is the step's piped form for the first attempt (see
 // writePiped).
@@ -64,6 +65,8 @@ func (s *Store) scanWrite(ctx context.Context, queue string, flags lockFlags, va
 		return now, err
 	}
 	return s.write(ctx, queue, flags, validate, func(o *opTx) error {
+		o.setAside = nil
+		defer func() { o.setAside = nil }() // the next operation of the transaction set none aside
 		for {
 			if _, err := o.tx.Exec(o.ctx, `SAVEPOINT scan`); err != nil {
 				return err
@@ -90,6 +93,7 @@ func (s *Store) scanWrite(ctx context.Context, queue string, flags lockFlags, va
 			if tag.RowsAffected() != 1 {
 				return fmt.Errorf("leasehold/postgres: setting aside task %q: %d rows", d.id, tag.RowsAffected())
 			}
+			o.setAside = append(o.setAside, d.id)
 		}
 	})
 }

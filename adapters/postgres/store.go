@@ -263,6 +263,9 @@ type opTx struct {
 	has   bool
 	// paused is the queue's paused flag, read under its lock.
 	paused bool
+	// setAside lists the damaged rows the running operation's scan set
+	// aside in this transaction, before its step runs again (scanWrite).
+	setAside []string
 
 	// pipe queues statements to follow the lock's, and piped reads their
 	// results (nil: none).
