@@ -65,7 +65,6 @@ func (s *Store) scanWrite(ctx context.Context, queue string, flags lockFlags, va
 		return now, err
 	}
 	return s.write(ctx, queue, flags, validate, func(o *opTx) error {
-		o.setAside = nil
 		defer func() { o.setAside = nil }() // the next operation of the transaction set none aside
 		for {
 			if _, err := o.tx.Exec(o.ctx, `SAVEPOINT scan`); err != nil {
