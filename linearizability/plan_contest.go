@@ -31,6 +31,13 @@ const ContestQueue = "qc"
 //     worker's decision may still be under way; in one contest in three an
 //     operator requeues or cancels one of the tasks too.
 //
+// In one contest in three the workers pop two tasks each (as far as there
+// are tasks) and decide with an AckBatch of both claims (AckPop with More,
+// as a Worker's batched acknowledgements do): a stale worker's batch of
+// claims on distinct tasks that the broker holds by now, or has requeued.
+// A store that guards each claim of a lone Ack but not those of a batch
+// decided in one statement acknowledges the broker's claims.
+//
 // A decision that reads the claim in one step and writes in another
 // (checked outside its transaction, then applied by ID) then sees its
 // claim still current and writes over the new one. The contest's clients
@@ -64,9 +71,15 @@ func drawContest(t *rapid.T, p *Plan) {
 	}
 	broker := add(Broker)
 	workers := make([]int, rapid.IntRange(2, 4).Draw(t, "contest workers"))
+	// rapid favours the ends of a range: the batch is a middle value.
+	batch := rapid.IntRange(0, 2).Draw(t, "contest batch") == 1
+	claims := 1
+	if batch {
+		claims = 2
+	}
 	for w := range workers {
 		workers[w] = add(Worker)
-		at(workers[w], 1, Step{Kind: Pop, Queue: q, N: 1, Lease: msDur(1)})
+		at(workers[w], 1, Step{Kind: Pop, Queue: q, N: claims, Lease: msDur(1)})
 	}
 	at(broker, 2, Step{Kind: Pause, Delay: msDur(1)}, Step{Kind: ClaimExpired, Queue: q, Lease: msDur(3)})
 	for range tasks {
@@ -77,9 +90,13 @@ func drawContest(t *rapid.T, p *Plan) {
 		at(broker, 3, Step{Kind: kind, Queue: q})
 	}
 	for _, w := range workers {
-		decision := []Kind{Ack, Retry, Fail, Extend}[rapid.IntRange(0, 3).Draw(t, "contest decision")]
+		decision := Step{Kind: AckPop, Queue: q, More: true}
+		if !batch {
+			kind := []Kind{Ack, Retry, Fail, Extend}[rapid.IntRange(0, 3).Draw(t, "contest decision")]
+			decision = Step{Kind: kind, Queue: q, Lease: msDur(2)}
+		}
 		pop := Step{Kind: Pop, Queue: q, N: 1, Lease: msDur(3)}
-		at(w, 3, Step{Kind: decision, Queue: q, Lease: msDur(2)}, pop, pop)
+		at(w, 3, decision, pop, pop)
 	}
 	if rapid.IntRange(0, 2).Draw(t, "contest operator") == 2 {
 		op := add(Inspector)

@@ -12,11 +12,13 @@ import (
 // TestPlansStageContests checks that about one plan in ContestOdds stages a
 // contest on ContestQueue: enqueues, then poppers racing, a broker's claim
 // of the lapsed leases, then the broker's decisions racing the workers'
-// decisions of the same claims and their new pops.
+// decisions of the same claims and their new pops; and that about one
+// contest in three has its workers claim two tasks each and decide with an
+// AckBatch of both.
 func TestPlansStageContests(t *testing.T) {
 	gen := linearizability.Plans(linearizability.PlanOptions{Mode: linearizability.MixedTime})
 	const plans = 600
-	contests := 0
+	contests, batches := 0, 0
 	for seed := range plans {
 		p := gen.Example(seed)
 		q := -1
@@ -52,7 +54,8 @@ func TestPlansStageContests(t *testing.T) {
 		staged := false
 		for r := 0; r+3 < p.Rounds(); r++ {
 			decisions := kinds[r+3][linearizability.Ack] + kinds[r+3][linearizability.Fail] +
-				kinds[r+3][linearizability.Retry] + kinds[r+3][linearizability.Extend]
+				kinds[r+3][linearizability.Retry] + kinds[r+3][linearizability.Extend] +
+				kinds[r+3][linearizability.AckPop]
 			staged = staged || kinds[r][linearizability.Enqueue] >= 2 && poppers[r+1] >= 2 &&
 				kinds[r+2][linearizability.ClaimExpired] == 1 &&
 				kinds[r+3][linearizability.Requeue]+kinds[r+3][linearizability.Finalize] >= 2 &&
@@ -61,8 +64,37 @@ func TestPlansStageContests(t *testing.T) {
 		if !staged {
 			t.Errorf("seed %d: a plan with queue %s but no contest on it:\n%s", seed, linearizability.ContestQueue, p)
 		}
+		// A batch contest: its workers pop two tasks each and decide with
+		// an AckBatch of both claims (AckPop with More), and no worker of
+		// the contest decides otherwise.
+		pairs, batchers, single := 0, 0, 0
+		for _, c := range p.Clients {
+			for _, steps := range c.Rounds {
+				for _, s := range steps {
+					switch {
+					case s.Queue != q:
+					case s.Kind == linearizability.Pop && s.N == 2:
+						pairs++
+					case s.Kind == linearizability.AckPop && s.More:
+						batchers++
+					case s.Kind == linearizability.Ack || s.Kind == linearizability.Fail ||
+						s.Kind == linearizability.Retry || s.Kind == linearizability.Extend:
+						single++
+					}
+				}
+			}
+		}
+		if batchers > 0 {
+			batches++
+			if pairs != batchers || single != 0 {
+				t.Errorf("seed %d: a batch contest with %d pops of two, %d batch decisions and %d single ones:\n%s", seed, pairs, batchers, single, p)
+			}
+		}
 	}
-	t.Logf("of %d plans, %d stage a contest", plans, contests)
+	t.Logf("of %d plans, %d stage a contest, %d of them with batches", plans, contests, batches)
+	if batches < contests/6 || batches > 2*contests/3 {
+		t.Errorf("%d batch contests of %d, want about one in three", batches, contests)
+	}
 	if contests < plans/(linearizability.ContestOdds*2) || contests > 2*plans/linearizability.ContestOdds {
 		t.Errorf("%d contests in %d plans, want about one in %d", contests, plans, linearizability.ContestOdds)
 	}

@@ -116,6 +116,5 @@ var Adapters = []string{"memory", "redis", "sqlite", "postgres", Core}
 // a median of 2 to 3.5 s on the loaded machine, since the plans stage
 // contests (see the linearizability package doc).
 var Escapes = map[string]string{
-	"ack-batch-without-claim-check.sqlite": "caught in 19 of 20 runs of 20 s (median 4.7 s, worst 19.5 s, 302 histories): the bug shows only in an AckBatch of two claims or more on distinct tasks, one of them on a task that another claim holds by now, and the SQLite harness runs fewer histories a second than memory's",
 	"unique-key-kept-after-failure.sqlite": "caught in 20 of 20 runs of 20 s (median 2.8 s, worst 19.6 s), but in 12 of 20 runs of 5 s on the loaded 2-core machine: the SQLite harness runs fewer histories a second than memory's, and the bug shows only once a keyed task failed and its key is asked for again",
 }
