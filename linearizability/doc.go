@@ -140,7 +140,10 @@
 // contest in three the workers pop two tasks each and decide with an
 // AckBatch of both claims (AckPop with More): a stale worker's batch of
 // claims on distinct tasks, which a store that guards the claims of a lone
-// Ack but not those of a batch decided in one statement acknowledges.
+// Ack but not those of a batch decided in one statement acknowledges. In
+// one in three the first task holds a unique key while pending, and after
+// the decisions the producer enqueues another task with that key, which a
+// store that keeps the key of a failed task refuses.
 //
 // # The contract's edges
 //

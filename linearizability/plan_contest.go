@@ -12,6 +12,10 @@ const ContestOdds = 3
 // plan uses it, so the contest's claims are on the tasks it enqueued.
 const ContestQueue = "qc"
 
+// ContestKey is the unique key of a keyed contest's first task and of the
+// task its producer enqueues after the decisions (drawContest).
+const ContestKey = "kc"
+
 // drawContest stages, in one plan in ContestOdds, the races that need
 // several clients to act on one claim, or on one queue, at the same
 // moment, which the plan's independent draws rarely line up:
@@ -38,6 +42,14 @@ const ContestQueue = "qc"
 // A store that guards each claim of a lone Ack but not those of a batch
 // decided in one statement acknowledges the broker's claims.
 //
+// In one contest in three the producer's first task holds a unique key
+// (ContestKey) while it is pending, and in a fifth round, after the
+// decisions, the producer enqueues another task with that key: refused
+// while the first task is pending (Ready or Running again), added once it
+// succeeded, failed (a worker's Fail, a broker's Finalize) or was
+// cancelled. A store that keeps the key held after its task failed
+// refuses the second.
+//
 // A decision that reads the claim in one step and writes in another
 // (checked outside its transaction, then applied by ID) then sees its
 // claim still current and writes over the new one. The contest's clients
@@ -50,7 +62,13 @@ func drawContest(t *rapid.T, p *Plan) {
 	q := len(p.Queues)
 	p.Queues = append(p.Queues, ContestQueue)
 	start := rapid.IntRange(0, len(p.Gaps)-1).Draw(t, "contest round")
-	for len(p.Gaps) < start+4 {
+	// rapid favours the ends of a range: a keyed contest is a middle value.
+	keyed := rapid.IntRange(0, 2).Draw(t, "contest key") == 1
+	rounds := 4
+	if keyed {
+		rounds = 5
+	}
+	for len(p.Gaps) < start+rounds {
 		p.Gaps = append(p.Gaps, 0)
 		for i := range p.Clients {
 			p.Clients[i].Rounds = append(p.Clients[i].Rounds, nil)
@@ -66,8 +84,15 @@ func drawContest(t *rapid.T, p *Plan) {
 
 	tasks := rapid.IntRange(2, min(4, len(p.Tasks))).Draw(t, "contest tasks")
 	producer := add(Producer) // its j-th Enqueue takes Tasks[(producer+j) % len]
-	for range tasks {
-		at(producer, 0, Step{Kind: Enqueue, Queue: q, Attempts: 3})
+	for j := range tasks {
+		s := Step{Kind: Enqueue, Queue: q, Attempts: 3}
+		if keyed && j == 0 {
+			s.Key = ContestKey
+		}
+		at(producer, 0, s)
+	}
+	if keyed {
+		at(producer, 4, Step{Kind: Enqueue, Queue: q, Attempts: 3, Key: ContestKey})
 	}
 	broker := add(Broker)
 	workers := make([]int, rapid.IntRange(2, 4).Draw(t, "contest workers"))

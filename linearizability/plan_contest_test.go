@@ -14,11 +14,12 @@ import (
 // of the lapsed leases, then the broker's decisions racing the workers'
 // decisions of the same claims and their new pops; and that about one
 // contest in three has its workers claim two tasks each and decide with an
-// AckBatch of both.
+// AckBatch of both, and about one in three enqueues a keyed task and, four
+// rounds later, another task with the same key.
 func TestPlansStageContests(t *testing.T) {
 	gen := linearizability.Plans(linearizability.PlanOptions{Mode: linearizability.MixedTime})
 	const plans = 600
-	contests, batches := 0, 0
+	contests, batches, keyed := 0, 0, 0
 	for seed := range plans {
 		p := gen.Example(seed)
 		q := -1
@@ -68,9 +69,13 @@ func TestPlansStageContests(t *testing.T) {
 		// an AckBatch of both claims (AckPop with More), and no worker of
 		// the contest decides otherwise.
 		pairs, batchers, single := 0, 0, 0
+		keyRounds := map[int]int{} // round: enqueues of ContestKey
 		for _, c := range p.Clients {
-			for _, steps := range c.Rounds {
+			for r, steps := range c.Rounds {
 				for _, s := range steps {
+					if s.Queue == q && s.Kind == linearizability.Enqueue && s.Key == linearizability.ContestKey {
+						keyRounds[r]++
+					}
 					switch {
 					case s.Queue != q:
 					case s.Kind == linearizability.Pop && s.N == 2:
@@ -84,6 +89,20 @@ func TestPlansStageContests(t *testing.T) {
 				}
 			}
 		}
+		if len(keyRounds) > 0 {
+			// A keyed contest: one enqueue of the key among the first
+			// tasks, one four rounds later.
+			keyed++
+			first := -1
+			for r := range keyRounds {
+				if first < 0 || r < first {
+					first = r
+				}
+			}
+			if len(keyRounds) != 2 || keyRounds[first] != 1 || keyRounds[first+4] != 1 {
+				t.Errorf("seed %d: a keyed contest enqueues its key in rounds %v:\n%s", seed, keyRounds, p)
+			}
+		}
 		if batchers > 0 {
 			batches++
 			if pairs != batchers || single != 0 {
@@ -91,9 +110,12 @@ func TestPlansStageContests(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("of %d plans, %d stage a contest, %d of them with batches", plans, contests, batches)
+	t.Logf("of %d plans, %d stage a contest, %d of them with batches, %d keyed", plans, contests, batches, keyed)
 	if batches < contests/6 || batches > 2*contests/3 {
 		t.Errorf("%d batch contests of %d, want about one in three", batches, contests)
+	}
+	if keyed < contests/6 || keyed > 2*contests/3 {
+		t.Errorf("%d keyed contests of %d, want about one in three", keyed, contests)
 	}
 	if contests < plans/(linearizability.ContestOdds*2) || contests > 2*plans/linearizability.ContestOdds {
 		t.Errorf("%d contests in %d plans, want about one in %d", contests, plans, linearizability.ContestOdds)
