@@ -2,6 +2,8 @@ package linearizability_test
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -93,12 +95,7 @@ func TestPlansStageContests(t *testing.T) {
 			// A keyed contest: one enqueue of the key among the first
 			// tasks, one four rounds later.
 			keyed++
-			first := -1
-			for r := range keyRounds {
-				if first < 0 || r < first {
-					first = r
-				}
-			}
+			first := slices.Min(slices.Collect(maps.Keys(keyRounds)))
 			if len(keyRounds) != 2 || keyRounds[first] != 1 || keyRounds[first+4] != 1 {
 				t.Errorf("seed %d: a keyed contest enqueues its key in rounds %v:\n%s", seed, keyRounds, p)
 			}
