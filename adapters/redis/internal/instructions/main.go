@@ -7,7 +7,8 @@
 //
 // It starts redis-server under callgrind (valgrind and redis-server must
 // be on PATH), runs each phase's calls one at a time through a Store, and
-// prints per call (per task for the batches of 10) the Redis calls, the
+// prints per call (per task for the batches, of 10 unless -batch says
+// otherwise) the Redis calls, the
 // instructions of the whole server and those of its FCALL commands. The
 // figures of one tree repeat to within a fraction of a percent from run to
 // run, so two trees are compared by running the command on each.
@@ -39,15 +40,19 @@ import (
 
 func main() {
 	n := flag.Int("n", 500, "calls (or tasks) per phase")
-	only := flag.String("only", "", "the phases to measure, comma separated: enqueue, ackpop, ackpop8, pop, ack, extend, enqueuebatch10, pop10, ackbatch10 (default all)")
+	only := flag.String("only", "", "the phases to measure, comma separated: enqueue, ackpop, ackpop8, pop, ack, extend, enqueuebatchB, popB, ackbatchB, B being -batch (default all)")
 	keep := flag.String("keep", "", "a directory to copy callgrind's dumps to, one per phase, for callgrind_annotate")
+	batch := flag.Int("batch", 10, "tasks per call in the phases enqueuebatchB, popB and ackbatchB")
 	flag.Parse()
-	if err := run(*n, *only, *keep); err != nil {
+	if *batch < 1 || *batch > model.MaxBatch {
+		log.Fatalf("-batch %d: want 1..%d", *batch, model.MaxBatch)
+	}
+	if err := run(*n, *batch, *only, *keep); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(n int, only, keep string) error {
+func run(n, batch int, only, keep string) error {
 	want := func(p string) bool { return only == "" || slices.Contains(strings.Split(only, ","), p) }
 	dir, err := os.MkdirTemp("", "leasehold-instructions-")
 	if err != nil {
@@ -215,12 +220,13 @@ func run(n int, only, keep string) error {
 				return nil
 			})
 		})
-	const batch = 10
-	n -= n % batch
+	if n -= n % batch; n == 0 {
+		n = batch
+	}
 	var bc []core.Claim
 	steps = append(steps,
 		func() error {
-			return phase("enqueuebatch10", n, func() error {
+			return phase(fmt.Sprintf("enqueuebatch%d", batch), n, func() error {
 				for i := 0; i < n; i += batch {
 					var tasks []model.EnqueueArgs
 					for j := range batch {
@@ -234,7 +240,7 @@ func run(n int, only, keep string) error {
 			})
 		},
 		func() error {
-			return phase("pop10", n, func() error {
+			return phase(fmt.Sprintf("pop%d", batch), n, func() error {
 				for len(bc) < n {
 					r, err := s.Pop(ctx, core.PopParams{Queue: "b", Lease: time.Minute, N: batch})
 					if err != nil || len(r.Tasks) == 0 {
@@ -248,7 +254,7 @@ func run(n int, only, keep string) error {
 			})
 		},
 		func() error {
-			return phase("ackbatch10", n, func() error {
+			return phase(fmt.Sprintf("ackbatch%d", batch), n, func() error {
 				for i := 0; i < n; i += batch {
 					var acks []core.AckItem
 					for _, cl := range bc[i : i+batch] {
