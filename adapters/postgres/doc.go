@@ -79,6 +79,17 @@
 // transaction answers each of its Enqueues with the error (none is run
 // again, and none is answered as refused).
 //
+// A queue's row is made by the first write that finds it missing (an
+// INSERT that does nothing when it is there), and whether a queue with no
+// row or a sequence at 0 has tasks is checked by another statement. A
+// store sends those two only until it has seen the row, under its lock,
+// with its sequence past 0 (it remembers up to 4 096 queues so): no write
+// of the store removes the row or resets the sequence, the lock's own
+// statement then says whether tasks exist while the sequence is 0, and a
+// row found gone (damage, or a wiped database) makes the store forget the
+// queue and run the same writes again, with both statements: nothing the
+// first transaction sent was kept (a write needs the row's sequence).
+//
 // Since the lock is held until COMMIT has flushed the transaction to disk,
 // a queue runs at most as many transactions a second as the disk flushes,
 // whatever the number of clients. So the writes of one queue that a store

@@ -18,3 +18,7 @@ func SetAfterDamagedItem(f func()) func() {
 	afterDamagedItem = f
 	return func() { afterDamagedItem = nil }
 }
+
+// KnowsQueueRow reports whether the store's transactions on queue count on
+// its row (opTx.lock).
+func KnowsQueueRow(s *Store, queue string) bool { return s.rows.has(queue) }

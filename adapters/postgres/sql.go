@@ -115,7 +115,9 @@ func buildQueries(schema string) queries {
 		// one (its operations are ErrCorrupt, and change nothing).
 		ensureQueueFinal: f(`INSERT INTO {s}.queues (name, seq) SELECT $1, 0 WHERE NOT EXISTS (SELECT 1 FROM {s}.tasks WHERE queue = $1)
 ON CONFLICT (name) DO NOTHING`),
-		lock:      f(`SELECT seq, paused FROM {s}.queues WHERE name = $1 FOR UPDATE`),
+		// The lock also says whether the queue has tasks while its
+		// sequence is 0 (what anyTask asks; only then is the search made).
+		lock:      f(`SELECT seq, paused, seq = 0 AND EXISTS (SELECT 1 FROM {s}.tasks WHERE queue = $1) FROM {s}.queues WHERE name = $1 FOR UPDATE`),
 		setPaused: f(`UPDATE {s}.queues SET paused = $2 WHERE name = $1`),
 		// Whether the queue has tasks, asked only when its row (read after
 		// the lock) is missing or its sequence is 0: a search of the tasks

@@ -33,6 +33,7 @@ type Store struct {
 
 	notifier *notifier
 	groups   sync.Map // queue name → *group
+	rows     queueRows
 
 	mu     sync.RWMutex // held shared by every operation, exclusively by Close
 	closed bool
@@ -349,6 +350,40 @@ func (s *Store) submit(ctx context.Context, queue string, validate func() error,
 	return c.now, c.err
 }
 
+// queueRows names the queues whose row a store has seen, locked, with a
+// sequence past 0 (see opTx.lock). It is bounded: past maxQueueRows names
+// it starts again, empty, which costs each queue one more INSERT of its
+// row.
+type queueRows struct {
+	m sync.Map // queue name → struct{}
+	n atomic.Int64
+}
+
+// maxQueueRows bounds the names a queueRows holds.
+const maxQueueRows = 4096
+
+func (r *queueRows) has(queue string) bool {
+	_, ok := r.m.Load(queue)
+	return ok
+}
+
+func (r *queueRows) add(queue string) {
+	if _, loaded := r.m.LoadOrStore(queue, struct{}{}); !loaded && r.n.Add(1) > maxQueueRows {
+		r.m.Clear()
+		r.n.Store(0)
+	}
+}
+
+func (r *queueRows) forget(queue string) {
+	if _, loaded := r.m.LoadAndDelete(queue); loaded {
+		r.n.Add(-1)
+	}
+}
+
+// errQueueRowGone: a transaction that counted on its queue's row found
+// none, and wrote nothing (see opTx.lock).
+var errQueueRowGone = errors.New("leasehold/postgres: the queue's row is gone")
+
 // maxGroup bounds the writes one transaction runs.
 const maxGroup = 64
 
@@ -535,6 +570,13 @@ func (s *Store) runGroup(queue string, calls []*call, release func()) {
 		if _, rerr := conn.Exec(rctx, "ROLLBACK"); rerr != nil {
 			conn.Conn().Close(rctx)
 		}
+		if errors.Is(err, errQueueRowGone) {
+			// Nothing was written: the same calls, in a transaction
+			// that makes the row again if it may.
+			conn.Release()
+			s.runGroup(queue, calls, release)
+			return
+		}
 		if len(calls) == 1 || o.final {
 			// A COMMIT that went with the statements may have run: the
 			// calls are not run again, and none is answered as refused.
@@ -651,13 +693,23 @@ func (o *opTx) lock(flags lockFlags) error {
 	// Every operation makes the row if it is missing: an INSERT that meets
 	// a row another transaction is inserting waits for it, so even the
 	// first operations of a queue take its lock in turn.
+	//
+	// A transaction of the store's own on a queue whose row it has seen
+	// with a sequence past 0 (rows) sends neither the INSERT that makes a
+	// missing row nor the check for tasks of a queue without a sequence:
+	// the lock's own statement says whether the sequence is 0 and tasks
+	// exist, and a row gone since (which no write of the store does) sends
+	// the transaction's calls again, with both (errQueueRowGone).
+	known := o.begin && o.s.rows.has(o.queue)
 	b := &pgx.Batch{}
 	if o.begin {
 		b.Queue("BEGIN")
 	}
-	if o.final {
+	switch {
+	case known:
+	case o.final:
 		b.Queue(o.s.q.ensureQueueFinal, o.queue)
-	} else {
+	default:
 		b.Queue(o.s.q.ensureQueue, o.queue)
 	}
 	b.Queue(o.s.q.lock, o.queue)
@@ -672,7 +724,9 @@ func (o *opTx) lock(flags lockFlags) error {
 	} else {
 		b.Queue(o.s.q.dbNow, clientNow)
 	}
-	b.Queue(o.s.q.anyTask, o.queue)
+	if !known {
+		b.Queue(o.s.q.anyTask, o.queue)
+	}
 	notify := flags&lockNotify != 0 && o.s.notifier != nil
 	if notify {
 		b.Queue(o.s.q.notify, o.s.notifier.channel, o.queue)
@@ -690,10 +744,13 @@ func (o *opTx) lock(flags lockFlags) error {
 			return err
 		}
 	}
-	if _, err := res.Exec(); err != nil {
-		return err
+	if !known {
+		if _, err := res.Exec(); err != nil {
+			return err
+		}
 	}
-	switch err := res.QueryRow().Scan(&o.seq, &o.paused); {
+	var any bool // the queue has tasks while its sequence is missing or 0
+	switch err := res.QueryRow().Scan(&o.seq, &o.paused, &any); {
 	case errors.Is(err, pgx.ErrNoRows):
 		o.has = false
 	case err != nil:
@@ -701,13 +758,27 @@ func (o *opTx) lock(flags lockFlags) error {
 	default:
 		o.has = true
 	}
+	if known && !o.has {
+		// Nothing it sent is kept: a transaction that does not commit
+		// with its statements is rolled back (runGroup), and the one
+		// statement sent with a COMMIT that writes, an Enqueue's INSERT,
+		// needs the row's sequence: without it, it adds no row (the
+		// queue has tasks) or fails (it has none), and the COMMIT then
+		// rolls back.
+		o.s.rows.forget(o.queue)
+		return errQueueRowGone
+	}
+	if o.has && o.seq > 0 && o.begin {
+		o.s.rows.add(o.queue)
+	}
 	var dbNow int64
 	if err := res.QueryRow().Scan(&dbNow); err != nil {
 		return err
 	}
-	var any bool
-	if err := res.QueryRow().Scan(&any); err != nil {
-		return err
+	if !known {
+		if err := res.QueryRow().Scan(&any); err != nil {
+			return err
+		}
 	}
 	if notify {
 		if _, err := res.Exec(); err != nil {

@@ -238,48 +238,107 @@ func TestDamagedRowsAreSetAside(t *testing.T) {
 			}
 		})
 	}
-	t.Run("sequence row lost", func(t *testing.T) {
-		s := newStore(t)
-		enqueue(t, s, "q", "a")
-		if _, err := s.Pool().Exec(ctx, `DELETE FROM `+pgx.Identifier{s.Schema()}.Sanitize()+`.queues`); err != nil {
-			t.Fatal(err)
+	// Each case twice: damaged right after the queue's first write, and
+	// after a second, once the store has seen the queue's sequence past 0
+	// and no longer asks for the row it knows (postgres.KnowsQueueRow).
+	// Either way the store answers as a new store would.
+	for _, known := range []bool{false, true} {
+		prepare := func(t *testing.T) *postgres.Store {
+			s := newStore(t)
+			enqueue(t, s, "q", "a")
+			if known {
+				// A write that changes nothing, under the queue's lock.
+				if r, err := s.Promote(ctx, core.PromoteParams{Queue: "q"}); err != nil || len(r.IDs) != 0 {
+					t.Fatalf("Promote: %+v, %v", r, err)
+				}
+			}
+			if got := postgres.KnowsQueueRow(s, "q"); got != known {
+				t.Fatalf("the store knows the queue's row: %v, want %v", got, known)
+			}
+			return s
 		}
-		if _, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "q", EnqueueArgs: model.EnqueueArgs{ID: "b", MaxAttempts: 1}}); !errors.Is(err, core.ErrCorrupt) {
-			t.Errorf("Enqueue after the sequence was lost: %v, want ErrCorrupt", err)
+		name := func(n string) string {
+			if known {
+				return n + ", row known"
+			}
+			return n
 		}
-		if _, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Minute, N: 1}); !errors.Is(err, core.ErrCorrupt) {
-			t.Errorf("Pop after the sequence was lost: %v, want ErrCorrupt", err)
+		t.Run(name("sequence row lost"), func(t *testing.T) {
+			s := prepare(t)
+			if _, err := s.Pool().Exec(ctx, `DELETE FROM `+pgx.Identifier{s.Schema()}.Sanitize()+`.queues`); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "q", EnqueueArgs: model.EnqueueArgs{ID: "b", MaxAttempts: 1}}); !errors.Is(err, core.ErrCorrupt) {
+				t.Errorf("Enqueue after the sequence was lost: %v, want ErrCorrupt", err)
+			}
+			if _, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Minute, N: 1}); !errors.Is(err, core.ErrCorrupt) {
+				t.Errorf("Pop after the sequence was lost: %v, want ErrCorrupt", err)
+			}
+			// The refused Enqueue, sent with its COMMIT, wrote nothing: no
+			// task, and no new sequence row.
+			var tasks, queues int
+			schema := pgx.Identifier{s.Schema()}.Sanitize()
+			if err := s.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM `+schema+`.tasks), (SELECT count(*) FROM `+schema+`.queues)`).Scan(&tasks, &queues); err != nil {
+				t.Fatal(err)
+			}
+			if tasks != 1 || queues != 0 {
+				t.Errorf("after the refused Enqueue: %d tasks and %d sequence rows, want 1 and 0", tasks, queues)
+			}
+		})
+		t.Run(name("sequence reset"), func(t *testing.T) {
+			s := prepare(t)
+			schema := pgx.Identifier{s.Schema()}.Sanitize()
+			if _, err := s.Pool().Exec(ctx, `UPDATE `+schema+`.queues SET seq = 0`); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "q", EnqueueArgs: model.EnqueueArgs{ID: "b", MaxAttempts: 1}}); !errors.Is(err, core.ErrCorrupt) {
+				t.Errorf("Enqueue after the sequence was reset: %v, want ErrCorrupt", err)
+			}
+			if _, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Minute, N: 1}); !errors.Is(err, core.ErrCorrupt) {
+				t.Errorf("Pop after the sequence was reset: %v, want ErrCorrupt", err)
+			}
+			var tasks int
+			var seq int64
+			if err := s.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM `+schema+`.tasks), (SELECT seq FROM `+schema+`.queues)`).Scan(&tasks, &seq); err != nil {
+				t.Fatal(err)
+			}
+			if tasks != 1 || seq != 0 {
+				t.Errorf("after the refused Enqueue: %d tasks, sequence at %d; want 1 and 0 (a version 1 issued again)", tasks, seq)
+			}
+		})
+		// A queue whose row and tasks are all gone is a new queue: its row
+		// is made again and its versions start at 1, for an Enqueue sent
+		// with its COMMIT and for a Pop.
+		for _, first := range []string{"Enqueue", "Pop"} {
+			t.Run(name("row and tasks gone, then "+first), func(t *testing.T) {
+				s := prepare(t)
+				schema := pgx.Identifier{s.Schema()}.Sanitize()
+				if _, err := s.Pool().Exec(ctx, `DELETE FROM `+schema+`.tasks; DELETE FROM `+schema+`.queues`); err != nil {
+					t.Fatal(err)
+				}
+				if first == "Pop" {
+					if r, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Minute, N: 1}); err != nil || len(r.Tasks) != 0 {
+						t.Fatalf("Pop of the empty queue: %+v, %v", r.Tasks, err)
+					}
+				}
+				if got := enqueue(t, s, "q", "b"); got.Version != 1 {
+					t.Errorf("Enqueue: version %d, want 1", got.Version)
+				}
+				r, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Minute, N: 1})
+				if err != nil || len(r.Tasks) != 1 || r.Tasks[0].ID != "b" || r.Tasks[0].ClaimToken != 2 {
+					t.Fatalf("Pop: %+v, %v; want b claimed at token 2", r.Tasks, err)
+				}
+				var tasks int
+				var seq int64
+				if err := s.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM `+schema+`.tasks), (SELECT seq FROM `+schema+`.queues)`).Scan(&tasks, &seq); err != nil {
+					t.Fatal(err)
+				}
+				if tasks != 1 || seq != 2 {
+					t.Errorf("%d tasks, sequence at %d; want 1 and 2", tasks, seq)
+				}
+			})
 		}
-		// The refused Enqueue, sent with its COMMIT, wrote nothing: no
-		// task, and no new sequence row.
-		var tasks, queues int
-		schema := pgx.Identifier{s.Schema()}.Sanitize()
-		if err := s.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM `+schema+`.tasks), (SELECT count(*) FROM `+schema+`.queues)`).Scan(&tasks, &queues); err != nil {
-			t.Fatal(err)
-		}
-		if tasks != 1 || queues != 0 {
-			t.Errorf("after the refused Enqueue: %d tasks and %d sequence rows, want 1 and 0", tasks, queues)
-		}
-	})
-	t.Run("sequence reset", func(t *testing.T) {
-		s := newStore(t)
-		enqueue(t, s, "q", "a")
-		schema := pgx.Identifier{s.Schema()}.Sanitize()
-		if _, err := s.Pool().Exec(ctx, `UPDATE `+schema+`.queues SET seq = 0`); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "q", EnqueueArgs: model.EnqueueArgs{ID: "b", MaxAttempts: 1}}); !errors.Is(err, core.ErrCorrupt) {
-			t.Errorf("Enqueue after the sequence was reset: %v, want ErrCorrupt", err)
-		}
-		var tasks int
-		var seq int64
-		if err := s.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM `+schema+`.tasks), (SELECT seq FROM `+schema+`.queues)`).Scan(&tasks, &seq); err != nil {
-			t.Fatal(err)
-		}
-		if tasks != 1 || seq != 0 {
-			t.Errorf("after the refused Enqueue: %d tasks, sequence at %d; want 1 and 0 (a version 1 issued again)", tasks, seq)
-		}
-	})
+	}
 }
 
 // A schema of version 1, from before the attempt timeout, is migrated by
