@@ -297,12 +297,7 @@ func TestDamagedRowsAreSetAside(t *testing.T) {
 			if _, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Minute, N: 1}); !errors.Is(err, core.ErrCorrupt) {
 				t.Errorf("Pop after the sequence was reset: %v, want ErrCorrupt", err)
 			}
-			var tasks int
-			var seq int64
-			if err := s.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM `+schema+`.tasks), (SELECT seq FROM `+schema+`.queues)`).Scan(&tasks, &seq); err != nil {
-				t.Fatal(err)
-			}
-			if tasks != 1 || seq != 0 {
+			if tasks, seq := tasksAndSequence(t, s); tasks != 1 || seq != 0 {
 				t.Errorf("after the refused Enqueue: %d tasks, sequence at %d; want 1 and 0 (a version 1 issued again)", tasks, seq)
 			}
 		})
@@ -328,17 +323,23 @@ func TestDamagedRowsAreSetAside(t *testing.T) {
 				if err != nil || len(r.Tasks) != 1 || r.Tasks[0].ID != "b" || r.Tasks[0].ClaimToken != 2 {
 					t.Fatalf("Pop: %+v, %v; want b claimed at token 2", r.Tasks, err)
 				}
-				var tasks int
-				var seq int64
-				if err := s.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM `+schema+`.tasks), (SELECT seq FROM `+schema+`.queues)`).Scan(&tasks, &seq); err != nil {
-					t.Fatal(err)
-				}
-				if tasks != 1 || seq != 2 {
+				if tasks, seq := tasksAndSequence(t, s); tasks != 1 || seq != 2 {
 					t.Errorf("%d tasks, sequence at %d; want 1 and 2", tasks, seq)
 				}
 			})
 		}
 	}
+}
+
+// tasksAndSequence returns the number of tasks of the store's schema and
+// the sequence of its one queue's row.
+func tasksAndSequence(t *testing.T, s *postgres.Store) (tasks int, seq int64) {
+	t.Helper()
+	schema := pgx.Identifier{s.Schema()}.Sanitize()
+	if err := s.Pool().QueryRow(context.Background(), `SELECT (SELECT count(*) FROM `+schema+`.tasks), (SELECT seq FROM `+schema+`.queues)`).Scan(&tasks, &seq); err != nil {
+		t.Fatal(err)
+	}
+	return tasks, seq
 }
 
 // A schema of version 1, from before the attempt timeout, is migrated by
