@@ -130,8 +130,8 @@ func WithRetryPolicy(p RetryPolicy) RunnerOption {
 
 // WithBatchSize sets how many tasks one store call may handle, 1..MaxBatch.
 // A Worker pops, and on a BatchStore acknowledges, up to this many tasks at
-// once (default: its concurrency); a Broker promotes and claims up to this
-// many per call (default 100).
+// once (default: its concurrency plus its prefetch, at most MaxBatch); a
+// Broker promotes and claims up to this many per call (default 100).
 func WithBatchSize(n int) RunnerOption {
 	return func(c *common, r *runner) {
 		if n < 1 || n > MaxBatch {
@@ -156,6 +156,28 @@ func WithConcurrency(n int) WorkerOption {
 			return
 		}
 		w.concurrency = n
+	})
+}
+
+// WithPrefetch sets how many tasks a Worker may hold claimed beyond its
+// concurrency, 0..MaxBatch (default: its concurrency, at most MaxBatch; 0
+// turns prefetching off). A task claimed ahead waits, its lease renewed by
+// heartbeats like a running task's, until one of the worker's handlers
+// returns, and then runs: the store call that records a handler's outcome
+// and claims the next task travels while another handler runs, instead of
+// between them. The worker claims ahead only while its handlers run, on
+// recent evidence, no longer than such a call takes; with slower handlers
+// it holds no more claims than its concurrency, so a task is never kept
+// waiting behind a long handler while another worker could run it. A
+// graceful shutdown runs the tasks claimed ahead; a hard one leaves their
+// leases to lapse, as it does the running tasks'.
+func WithPrefetch(n int) WorkerOption {
+	return workerOption(func(w *Worker) {
+		if n < 0 || n > MaxBatch {
+			w.invalid("prefetch %d outside 0..%d", n, MaxBatch)
+			return
+		}
+		w.prefetch, w.prefetchSet = n, true
 	})
 }
 

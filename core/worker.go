@@ -96,7 +96,15 @@ const (
 // concurrent slots.
 //
 // It pops tasks in batches of up to the number of free slots (WithBatchSize
-// caps it), each under a lease (WithLease). While a handler runs, the worker
+// caps it), each under a lease (WithLease). A slot is a claim the worker
+// holds: it runs at most its concurrency of handlers at once, and while
+// its handlers run no longer than the store call that claims tasks takes
+// (measured as it goes), it holds up to WithPrefetch more claims (default:
+// as many again as its concurrency), whose tasks wait, leases renewed, and
+// start in the order claimed as handlers return: the call that records an
+// outcome and claims the next task then travels while another handler
+// runs, not between two handlers. With slower handlers it claims no more
+// than its concurrency. While a handler runs, the worker
 // renews the lease by heartbeat (WithHeartbeat, default a third of the lease):
 // one heartbeat loop per worker extends the claims that are due, so only a
 // worker that stalls or loses the store loses its lease. When the handler
@@ -166,7 +174,9 @@ const (
 // SystemClock (the default); with another Clock, whose durations need not
 // pass in real time, only Shutdown's deadline bounds a call.
 //
-// A Worker runs once: Run, then Shutdown (or cancel Run's context).
+// A Worker runs once: Run, then Shutdown (or cancel Run's context). A
+// graceful stop runs the tasks claimed ahead too, as it lets running
+// handlers finish.
 type Worker struct {
 	common
 	runner
@@ -182,6 +192,16 @@ type Worker struct {
 	pollMax         time.Duration
 	shutdownTimeout time.Duration
 	timeout         time.Duration // the attempt timeout; 0: none
+	prefetch        int           // claims held beyond concurrency while handlers are quick (WithPrefetch)
+	prefetchSet     bool
+
+	// gate starts the handlers, no more than concurrency at once, in the
+	// order their tasks were claimed, while up to prefetch more tasks wait,
+	// claimed (nil when prefetch is 0). freed is signalled when a slot is
+	// released, for a fetch loop waiting under the claim cap (see acquire).
+	gate  *runGate
+	freed chan struct{}
+	pace  pace
 
 	stats    workerCounters
 	tel      workerTelemetry
@@ -196,7 +216,7 @@ type Worker struct {
 	started bool
 	closed  bool
 
-	slots       chan struct{} // one token per running task
+	slots       chan struct{} // one token per task claimed and not yet settled
 	jobs        sync.WaitGroup
 	stopping    chan struct{} // closed: stop popping
 	abandon     chan struct{} // closed: cancel running handlers, give their tasks back
@@ -280,14 +300,22 @@ func newWorker(store Store, queue string, handler Handler, preset *common, opts 
 	if w.heartbeat <= 0 || w.heartbeat >= w.lease {
 		return nil, fmt.Errorf("%w: heartbeat %v must be shorter than the lease %v", ErrInvalidArgument, w.heartbeat, w.lease)
 	}
-	if w.batch == 0 {
-		w.batch = min(w.concurrency, MaxBatch)
+	if !w.prefetchSet {
+		w.prefetch = min(w.concurrency, MaxBatch)
 	}
-	w.batch = min(w.batch, w.concurrency)
-	w.slots = make(chan struct{}, w.concurrency)
+	claims := w.concurrency + w.prefetch
+	if w.batch == 0 {
+		w.batch = min(claims, MaxBatch)
+	}
+	w.batch = min(w.batch, claims)
+	w.slots = make(chan struct{}, claims)
+	w.freed = make(chan struct{}, 1)
+	if w.prefetch > 0 {
+		w.gate = &runGate{limit: w.concurrency}
+	}
 	if bs, ok := store.(BatchStore); ok {
 		w.batcher = bs
-		w.acks = make(chan *job, w.concurrency)
+		w.acks = make(chan *job, claims)
 		w.flights = 1
 		if f, ok := store.(AckFlighter); ok {
 			w.flights = min(max(f.AckFlights(), 1), w.batch)
@@ -509,7 +537,7 @@ func (w *Worker) watch(ctx, base context.Context) {
 		}
 		w.nrunners.Add(-1)
 		w.runners.Done()
-		<-w.slots
+		w.release(1)
 		w.jobs.Done()
 	}
 }
@@ -527,22 +555,22 @@ func (w *Worker) fetch(base context.Context) {
 		if closed(w.stopping) {
 			return
 		}
-		select {
-		case w.slots <- struct{}{}:
-		case <-w.stopping:
+		if !w.acquire() {
 			return
 		}
 		n := 1
-		for n < w.batch && tryAcquire(w.slots) {
+		for n < w.batch && w.tryClaim() {
 			n++
 		}
 		sent := w.clock.Now()
 		ctx, cancel := w.call(w.lease)
+		t0 := time.Now()
 		res, err := w.store.Pop(ctx, PopParams{Queue: w.queue, Lease: w.lease, N: n})
-		cancel()
-		for range n - len(res.Tasks) {
-			<-w.slots
+		if err == nil {
+			w.pace.trip.note(time.Since(t0))
 		}
+		cancel()
+		w.release(n - len(res.Tasks))
 		if err != nil {
 			w.stats.storeErrors.Add(1)
 			w.tel.storeError(base, nil, false)
@@ -559,7 +587,9 @@ func (w *Worker) fetch(base context.Context) {
 		w.tel.popped(base, res)
 		for _, t := range res.Tasks {
 			w.jobs.Add(1)
-			w.dispatch(base, &job{task: t, claim: t.Claim(), leaseEnd: sent.Add(w.lease)})
+			nj := &job{task: t, claim: t.Claim(), leaseEnd: sent.Add(w.lease)}
+			w.gate.add(nj)
+			w.dispatch(base, nj)
 		}
 		if len(res.Tasks) > 0 {
 			wait = w.pollMin
@@ -588,7 +618,7 @@ func (w *Worker) dispatch(base context.Context, j *job) {
 		return
 	default:
 	}
-	if int(w.nrunners.Load()) >= w.concurrency {
+	if int(w.nrunners.Load()) >= cap(w.slots) {
 		w.work <- j // a runner is finishing a job whose slot this one took
 		return
 	}
@@ -634,10 +664,15 @@ type job struct {
 	due        time.Time // the next heartbeat, on the worker's clock
 	prev, next *job      // in the heartbeat list, while listed
 	listed     bool
-	result     []byte    // the handler's result, for the acker
-	slotFreed  bool      // the slot was released when the result went to the acker
-	detached   bool      // abandoned by a shutdown while its handler ran
-	leaseEnd   time.Time // on the worker's clock, as last renewed
+	result     []byte // the handler's result, for the acker
+
+	// Guarded by the worker's runGate lock.
+	admit     chan struct{} // closed when the job may start its handler
+	admitted  bool
+	left      bool
+	slotFreed bool      // the slot was released when the result went to the acker
+	detached  bool      // abandoned by a shutdown while its handler ran
+	leaseEnd  time.Time // on the worker's clock, as last renewed
 }
 
 type jobState uint8
@@ -667,6 +702,23 @@ func (w *Worker) run(wbase context.Context, j *job) (next *job) {
 	}
 	ctx, cancel := context.WithCancelCause(base)
 	j.cancel = cancel
+	if !w.beats.add(j, w.clock.Now().Add(w.heartbeat)) {
+		// The worker abandoned its tasks before this one started.
+		cancel(ErrWorkerStopped)
+		w.giveBack(base, j)
+		w.finish(j)
+		return nil
+	}
+	// A task claimed ahead (WithPrefetch) waits here for a handler's
+	// place. It is listed for heartbeats already, so its lease is renewed
+	// while it waits, and a shutdown treats it as running: a graceful one
+	// waits for it, a hard one abandons it.
+	if !w.gate.enter(ctx, j) {
+		// Superseded (a heartbeat found the claim stale) or abandoned
+		// before its handler started: settled as a handler cancelled at
+		// that moment would be.
+		return w.settle(base, wbase, j, outcome{err: context.Cause(ctx)}, false)
+	}
 	var timeout time.Duration
 	if d := j.task.Timeout; d > 0 {
 		timeout = d
@@ -678,16 +730,12 @@ func (w *Worker) run(wbase context.Context, j *job) (next *job) {
 		ctx, stop = w.attemptDeadline(ctx, timeout)
 		defer stop()
 	}
-	if !w.beats.add(j, w.clock.Now().Add(w.heartbeat)) {
-		// The worker abandoned its tasks before this one started.
-		cancel(ErrWorkerStopped)
-		w.giveBack(base, j)
-		w.finish(j)
-		return nil
-	}
 	var o outcome
 	returned := false
+	var started time.Time
 	defer func() {
+		w.gate.leave(j) // the handler returned: a task waiting may start
+		w.pace.handler.note(time.Since(started))
 		goexit := false
 		if !returned {
 			r := recover()
@@ -715,6 +763,7 @@ func (w *Worker) run(wbase context.Context, j *job) (next *job) {
 		next = w.settle(base, wbase, j, o, !goexit)
 	}()
 	w.tel.handlerStarted(w.clock, j)
+	started = time.Now()
 	o.result, o.err = w.handler(ctx, j.claim, j.task)
 	returned = true
 	return nil // the deferred call sets next
@@ -803,6 +852,7 @@ func (w *Worker) settle(base, wbase context.Context, j *job, o outcome, here boo
 
 // finish releases a job's slot once its outcome is settled.
 func (w *Worker) finish(j *job) {
+	w.gate.leave(j) // if it never ran
 	if w.beats.remove(j) {
 		// Detached by a shutdown, which released the job already.
 		j.cancel(nil)
@@ -812,7 +862,7 @@ func (w *Worker) finish(j *job) {
 		j.cancel(nil)
 	}
 	if !j.slotFreed {
-		<-w.slots
+		w.release(1)
 	}
 	w.jobs.Done()
 }
@@ -1033,15 +1083,20 @@ func (w *Worker) ackBatch(base context.Context, jobs []*job, keep bool) (kept *j
 	w.popMu.RLock()
 	if w.fetchDone || closed(w.stopping) {
 		w.popMu.RUnlock()
-		for range jobs {
-			<-w.slots
-		}
+		w.release(len(jobs))
 		w.recordAcks(base, jobs)
 		return nil
 	}
 	defer w.popMu.RUnlock()
 	n := len(jobs)
-	for n < w.batch && tryAcquire(w.slots) {
+	if over := len(w.slots) - w.claimCap(); over > 0 {
+		// Tasks claimed ahead while handlers were quick, and handlers are
+		// not quick now: claim fewer than the successes free.
+		drop := min(over, n)
+		n -= drop
+		w.release(drop)
+	}
+	for n < w.batch && w.tryClaim() {
 		n++
 	}
 	// While the call is out, its slots are an ack loop's: an ack loop that
@@ -1057,7 +1112,11 @@ func (w *Worker) ackBatch(base context.Context, jobs []*job, keep bool) (kept *j
 		sent = w.clock.Now()
 		ctx, cancel := w.call(w.lease)
 		defer cancel()
+		t0 := time.Now()
 		res, err = w.batcher.AckBatch(ctx, AckBatchParams{Queue: w.queue, Acks: items, Pop: AckPop{Lease: w.lease, N: n}})
+		if err == nil {
+			w.pace.trip.note(time.Since(t0))
+		}
 		return err
 	})
 	w.ackHeld.Add(-int64(n))
@@ -1067,9 +1126,7 @@ func (w *Worker) ackBatch(base context.Context, jobs []*job, keep bool) (kept *j
 	if err != nil {
 		res.Claimed = nil // unknown: a task it claimed lapses, and a broker decides it
 	}
-	for range n - len(res.Claimed) {
-		<-w.slots
-	}
+	w.release(n - len(res.Claimed))
 	if len(res.Claimed) > 0 {
 		w.storeNow.observe(w.clock, res.Now)
 		w.stats.popped.Add(int64(len(res.Claimed)))
@@ -1077,6 +1134,7 @@ func (w *Worker) ackBatch(base context.Context, jobs []*job, keep bool) (kept *j
 		for _, t := range res.Claimed {
 			w.jobs.Add(1)
 			nj := &job{task: t, claim: t.Claim(), leaseEnd: sent.Add(w.lease)}
+			w.gate.add(nj) // in the order claimed, the one kept first
 			if keep && kept == nil {
 				kept = nj
 				continue
@@ -1517,4 +1575,150 @@ func tryAcquire(slots chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// claimCap is how many tasks the worker may hold claimed now: its
+// concurrency, and its prefetch besides while its handlers are quick (see
+// pace.quick).
+func (w *Worker) claimCap() int {
+	if w.prefetch > 0 && w.pace.quick() {
+		return w.concurrency + w.prefetch
+	}
+	return w.concurrency
+}
+
+// tryClaim takes a slot if one is free under the claim cap.
+func (w *Worker) tryClaim() bool {
+	return len(w.slots) < w.claimCap() && tryAcquire(w.slots)
+}
+
+// acquire takes a slot under the claim cap, waiting for one to be released
+// if needed; false once the worker stops popping.
+func (w *Worker) acquire() bool {
+	for {
+		if w.tryClaim() {
+			return true
+		}
+		select {
+		case <-w.freed:
+		case <-w.stopping:
+			return false
+		}
+	}
+}
+
+// release frees k slots and wakes a fetch loop waiting for one.
+func (w *Worker) release(k int) {
+	if k <= 0 {
+		return
+	}
+	for range k {
+		<-w.slots
+	}
+	select {
+	case w.freed <- struct{}{}:
+	default:
+	}
+}
+
+// pace keeps exponentially weighted means, in real time, of how long the
+// worker's handlers run and how long its store calls that claim take
+// (nanoseconds; 0 until the first reading).
+type pace struct {
+	handler, trip ewma
+}
+
+// quick reports whether the handlers run, on recent evidence, no longer
+// than a claiming call takes. Only then does a worker claim ahead
+// (WithPrefetch): a task claimed ahead then waits about as long as its own
+// claim would have taken, and a worker whose handlers are slow, for which
+// claiming ahead gains little, does not keep tasks from other workers.
+func (p *pace) quick() bool {
+	h, t := p.handler.v.Load(), p.trip.v.Load()
+	return h > 0 && t > 0 && h <= t
+}
+
+// ewma is an exponentially weighted mean of durations, weight 1/8.
+type ewma struct{ v atomic.Int64 }
+
+func (e *ewma) note(d time.Duration) {
+	x := max(int64(d), 1)
+	for {
+		old := e.v.Load()
+		next := x
+		if old > 0 {
+			next = max(old+(x-old)/8, 1)
+		}
+		if e.v.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
+// runGate starts a worker's handlers, at most limit at once, in the order
+// their tasks were claimed (add): the tasks claimed ahead (WithPrefetch)
+// wait in it. A nil gate admits every job at once.
+type runGate struct {
+	mu      sync.Mutex
+	limit   int
+	running int
+	waiting []*job
+}
+
+// add queues a job just claimed, behind those claimed before it.
+func (g *runGate) add(j *job) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	j.admit = make(chan struct{})
+	g.waiting = append(g.waiting, j)
+	g.admitLocked()
+}
+
+func (g *runGate) admitLocked() {
+	for g.running < g.limit && len(g.waiting) > 0 {
+		j := g.waiting[0]
+		g.waiting[0] = nil
+		g.waiting = g.waiting[1:]
+		g.running++
+		j.admitted = true
+		close(j.admit)
+	}
+}
+
+// enter waits until j may start its handler; false when ctx ends first (j
+// has then left the gate).
+func (g *runGate) enter(ctx context.Context, j *job) bool {
+	if g == nil {
+		return true
+	}
+	select {
+	case <-j.admit:
+		return true
+	case <-ctx.Done():
+		g.leave(j)
+		return false
+	}
+}
+
+// leave takes j out of the gate, once: its handler returned, or it will not
+// run. The next job waiting may then start.
+func (g *runGate) leave(j *job) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if j.admit == nil || j.left {
+		return
+	}
+	j.left = true
+	if j.admitted {
+		g.running--
+	} else if i := slices.Index(g.waiting, j); i >= 0 {
+		g.waiting = slices.Delete(g.waiting, i, i+1)
+	}
+	g.admitLocked()
 }

@@ -122,11 +122,12 @@ func TestWorkerAcksALoneTaskAtOnce(t *testing.T) {
 	enqueue(t, s, clk, "alone")
 	w := newWorker(t, s, clk, func(context.Context, core.Claim, core.Task) ([]byte, error) {
 		return nil, nil
-	}, core.WithConcurrency(4))
+	}, core.WithConcurrency(4), core.WithPrefetch(0))
 	started(t, w)
 	// Nothing else runs: the ack does not wait for company (a linger would
 	// show up here as a missing AckBatch; the fake clock never moves). It
-	// claims a task for each of the four slots: its own and three free.
+	// claims a task for each of the four slots: its own and three free
+	// (without prefetching: TestWorkerPrefetch* test the claims ahead).
 	if e := s.wait(t, "AckBatch", 1); e.Err != nil || e.TaskID != "alone" || e.N != 1 || e.Pop != 4 || e.Items[0] != nil {
 		t.Fatalf("ack: %+v", e)
 	}
@@ -149,10 +150,11 @@ func TestWorkerAtConcurrencyOneAcksAndClaimsTheNextTaskInOneCall(t *testing.T) {
 		}
 		defer running.Add(-1)
 		return []byte("ok"), nil
-	}, core.WithConcurrency(1))
+	}, core.WithConcurrency(1), core.WithPrefetch(0))
 	stop := started(t, w)
 	// The first task comes from a Pop; each ack brings the next task, and
-	// the last finds none.
+	// the last finds none (without prefetching, which claims two at a time
+	// here: see TestWorkerPrefetchOverlapsTheCallWithTheNextHandler).
 	s.wait(t, "AckBatch", n)
 	stop()
 	pops, batches := 0, 0

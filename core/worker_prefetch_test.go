@@ -1,0 +1,214 @@
+package core_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/core"
+)
+
+// slowCalls makes every AckBatch of s take d of real time, so that a
+// worker's no-op handlers are quick beside its claiming calls.
+func slowCalls(s *batchRecStore, d time.Duration) {
+	s.beforeBatch = func(core.AckBatchParams) { time.Sleep(d) }
+}
+
+// runningNow counts the tasks of queue the store holds Running.
+func runningNow(t testing.TB, s core.Store) int {
+	t.Helper()
+	c, err := s.Counts(context.Background(), core.CountsParams{Queue: queue})
+	if err != nil {
+		t.Errorf("Counts: %v", err)
+	}
+	return c.Running
+}
+
+func TestWorkerPrefetchOverlapsTheCallWithTheNextHandler(t *testing.T) {
+	clk := core.NewFakeClock(t0)
+	s := newBatchRecStore(t, clk)
+	slowCalls(s, 2*time.Millisecond)
+	const n = 30
+	for i := range n {
+		enqueue(t, s, clk, fmt.Sprintf("t%02d", i))
+	}
+	var running, most, held atomic.Int32
+	var runs [n]atomic.Int32
+	w := newWorker(t, s, clk, func(_ context.Context, _ core.Claim, task core.Task) ([]byte, error) {
+		if r := running.Add(1); r > most.Load() {
+			most.Store(r)
+		}
+		defer running.Add(-1)
+		var i int
+		fmt.Sscanf(task.ID, "t%d", &i)
+		runs[i].Add(1)
+		// The tasks the store holds Running beyond this one are claimed
+		// ahead: at concurrency 1 without prefetching there are none.
+		if r := int32(runningNow(t, s.Store)); r-1 > held.Load() {
+			held.Store(r - 1)
+		}
+		return []byte("ok"), nil
+	}) // concurrency 1, prefetch at its default (1)
+	stop := started(t, w)
+	for w.Stats().Acked < n {
+		if !withinGuard(func(done <-chan struct{}) bool {
+			select {
+			case <-done:
+				return false
+			case <-time.After(time.Millisecond):
+				return true
+			}
+		}) {
+			t.Fatalf("acked %d of %d", w.Stats().Acked, n)
+		}
+	}
+	stop()
+	if most.Load() != 1 {
+		t.Errorf("%d handlers ran at once at concurrency 1", most.Load())
+	}
+	if held.Load() != 1 {
+		t.Errorf("at most %d task(s) claimed ahead while a handler ran; want 1 (the prefetch of a concurrency-1 worker whose handlers are quick)", held.Load())
+	}
+	for i := range n {
+		id := fmt.Sprintf("t%02d", i)
+		if task := mustGet(t, s, id); task.State != core.Succeeded || task.Attempt != 1 || runs[i].Load() != 1 {
+			t.Errorf("%s: %v attempt %d, run %d times; want succeeded once", id, task.State, task.Attempt, runs[i].Load())
+		}
+	}
+	if st := w.Stats(); st.Acked != n || st.Popped != n || st.LeasesLost != 0 || st.Released != 0 || st.StoreErrors != 0 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+func TestWorkerDoesNotPrefetchBehindSlowHandlers(t *testing.T) {
+	clk := core.NewFakeClock(t0)
+	s := newBatchRecStore(t, clk)
+	const n = 8
+	for i := range n {
+		enqueue(t, s, clk, fmt.Sprintf("t%d", i))
+	}
+	var held atomic.Int32
+	w := newWorker(t, s, clk, func(context.Context, core.Claim, core.Task) ([]byte, error) {
+		if r := int32(runningNow(t, s.Store)); r-1 > held.Load() {
+			held.Store(r - 1)
+		}
+		// Far longer than the memory store's calls: claiming ahead
+		// would keep a task waiting behind this handler.
+		time.Sleep(5 * time.Millisecond)
+		return nil, nil
+	}, core.WithConcurrency(2), core.WithPrefetch(2))
+	stop := started(t, w)
+	s.wait(t, "AckBatch", 1)
+	for w.Stats().Acked < n {
+		if !withinGuard(func(done <-chan struct{}) bool {
+			select {
+			case <-done:
+				return false
+			case <-time.After(time.Millisecond):
+				return true
+			}
+		}) {
+			t.Fatalf("acked %d of %d", w.Stats().Acked, n)
+		}
+	}
+	stop()
+	// Two handlers at once: the other one's task is Running too, but
+	// none beyond them.
+	if held.Load() > 1 {
+		t.Errorf("%d tasks Running beside a handler at concurrency 2; want at most 1 (no claims ahead behind slow handlers)", held.Load())
+	}
+}
+
+func TestWorkerKeepsThePrefetchedTasksLeaseAliveAndRunsItAtShutdown(t *testing.T) {
+	clk := core.NewFakeClock(t0)
+	s := newBatchRecStore(t, clk)
+	slowCalls(s, 2*time.Millisecond)
+	const quick = 6
+	for i := range quick {
+		enqueue(t, s, clk, fmt.Sprintf("q%d", i))
+	}
+	enqueue(t, s, clk, "long")
+	enqueue(t, s, clk, "next")
+	begun, release := make(chan struct{}), make(chan struct{})
+	var ran atomic.Int32
+	w := newWorker(t, s, clk, func(ctx context.Context, _ core.Claim, task core.Task) ([]byte, error) {
+		ran.Add(1)
+		if task.ID != "long" {
+			return nil, nil
+		}
+		close(begun)
+		select {
+		case <-release:
+			return []byte("finally"), nil
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	})
+	b := newBroker(t, s, clk)
+	stop := started(t, w)
+	receive(t, begun)
+	// The quick handlers opened the gate: "next" is claimed ahead, with
+	// an ack of a quick task, and waits.
+	if !withinGuard(func(done <-chan struct{}) bool {
+		for mustGet(t, s, "next").State != core.Running || runningNow(t, s.Store) != 2 {
+			select {
+			case <-done:
+				return false
+			case <-time.After(time.Millisecond):
+			}
+		}
+		return true
+	}) {
+		t.Fatalf("next = %v with %d tasks Running while the long handler runs; want next Running beside it (claimed ahead)",
+			mustGet(t, s, "next").State, runningNow(t, s.Store))
+	}
+	extends := s.count("Extend")
+	// Ten heartbeats, more than three leases: both claims are renewed, and
+	// the broker never finds one expired.
+	for i := 1; i <= 10; i++ {
+		blockUntil(t, clk, 1)
+		clk.Advance(heartbeat)
+		for _, e := range []int{extends + 2*i - 1, extends + 2*i} {
+			if ev := s.wait(t, "Extend", e); ev.Err != nil {
+				t.Fatalf("heartbeat %d: %v", i, ev.Err)
+			}
+		}
+		if p, err := b.RunOnce(context.Background()); err != nil || p.Claimed != 0 {
+			t.Fatalf("broker pass after %d heartbeats: %+v, %v; want nothing claimed", i, p, err)
+		}
+	}
+	if ran.Load() != quick+1 {
+		t.Fatalf("%d handlers ran, want %d: the task claimed ahead started while the long one ran", ran.Load(), quick+1)
+	}
+	// A graceful shutdown runs the task claimed ahead once the long
+	// handler returns; nothing is given back.
+	done := make(chan struct{})
+	go func() { stop(); close(done) }()
+	close(release)
+	receive(t, done)
+	for _, id := range []string{"long", "next"} {
+		if task := mustGet(t, s, id); task.State != core.Succeeded || task.Attempt != 1 || len(task.Errors) != 0 {
+			t.Errorf("%s = %v attempt %d errors %v, want succeeded on its first attempt", id, task.State, task.Attempt, task.Errors)
+		}
+	}
+	if st := w.Stats(); st.Acked != quick+2 || st.LeasesLost != 0 || st.Released != 0 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+func TestWithPrefetchRefusesOutOfRange(t *testing.T) {
+	s := newStore(t, core.SystemClock{})
+	h := func(context.Context, core.Claim, core.Task) ([]byte, error) { return nil, nil }
+	for _, n := range []int{-1, core.MaxBatch + 1} {
+		if _, err := core.NewWorker(s, queue, h, core.WithPrefetch(n)); err == nil {
+			t.Errorf("WithPrefetch(%d) accepted", n)
+		}
+	}
+	for _, n := range []int{0, 1, core.MaxBatch} {
+		if _, err := core.NewWorker(s, queue, h, core.WithPrefetch(n)); err != nil {
+			t.Errorf("WithPrefetch(%d): %v", n, err)
+		}
+	}
+}
