@@ -564,10 +564,13 @@ func (w *Worker) fetch(base context.Context) {
 		}
 		sent := w.clock.Now()
 		ctx, cancel := w.call(w.lease)
-		t0 := time.Now()
+		var t0 time.Time
+		if w.gate != nil {
+			t0 = time.Now()
+		}
 		res, err := w.store.Pop(ctx, PopParams{Queue: w.queue, Lease: w.lease, N: n})
-		if err == nil {
-			w.pace.trip.note(time.Since(t0))
+		if err == nil && w.gate != nil {
+			w.pace.trip.noteCapped(time.Since(t0))
 		}
 		cancel()
 		w.release(n - len(res.Tasks))
@@ -734,8 +737,10 @@ func (w *Worker) run(wbase context.Context, j *job) (next *job) {
 	returned := false
 	var started time.Time
 	defer func() {
-		w.gate.leave(j) // the handler returned: a task waiting may start
-		w.pace.handler.note(time.Since(started))
+		if w.gate != nil {
+			w.gate.leave(j) // the handler returned: a task waiting may start
+			w.pace.handler.note(time.Since(started))
+		}
 		goexit := false
 		if !returned {
 			r := recover()
@@ -763,7 +768,9 @@ func (w *Worker) run(wbase context.Context, j *job) (next *job) {
 		next = w.settle(base, wbase, j, o, !goexit)
 	}()
 	w.tel.handlerStarted(w.clock, j)
-	started = time.Now()
+	if w.gate != nil {
+		started = time.Now()
+	}
 	o.result, o.err = w.handler(ctx, j.claim, j.task)
 	returned = true
 	return nil // the deferred call sets next
@@ -1112,10 +1119,13 @@ func (w *Worker) ackBatch(base context.Context, jobs []*job, keep bool) (kept *j
 		sent = w.clock.Now()
 		ctx, cancel := w.call(w.lease)
 		defer cancel()
-		t0 := time.Now()
+		var t0 time.Time
+		if w.gate != nil {
+			t0 = time.Now()
+		}
 		res, err = w.batcher.AckBatch(ctx, AckBatchParams{Queue: w.queue, Acks: items, Pop: AckPop{Lease: w.lease, N: n}})
-		if err == nil {
-			w.pace.trip.note(time.Since(t0))
+		if err == nil && w.gate != nil {
+			w.pace.trip.noteCapped(time.Since(t0))
 		}
 		return err
 	})
@@ -1629,24 +1639,41 @@ type pace struct {
 }
 
 // quick reports whether the handlers run, on recent evidence, no longer
-// than a claiming call takes. Only then does a worker claim ahead
-// (WithPrefetch): a task claimed ahead then waits about as long as its own
-// claim would have taken, and a worker whose handlers are slow, for which
-// claiming ahead gains little, does not keep tasks from other workers.
+// than a claiming call takes, and the calls take at least prefetchMinTrip.
+// Only then does a worker claim ahead (WithPrefetch): a task claimed ahead
+// then waits about as long as its own claim would have taken, and a worker
+// whose handlers are slow, for which claiming ahead gains little, does not
+// keep tasks from other workers.
 func (p *pace) quick() bool {
 	h, t := p.handler.v.Load(), p.trip.v.Load()
-	return h > 0 && t > 0 && h <= t
+	return h > 0 && t >= int64(prefetchMinTrip) && h <= t
 }
+
+// prefetchMinTrip is the shortest claiming call worth overlapping with a
+// handler: a task claimed ahead passes from one goroutine to another, which
+// costs a few microseconds, and an in-process store (the memory adapter)
+// answers in less than that.
+const prefetchMinTrip = 20 * time.Microsecond
 
 // ewma is an exponentially weighted mean of durations, weight 1/8.
 type ewma struct{ v atomic.Int64 }
 
-func (e *ewma) note(d time.Duration) {
-	x := max(int64(d), 1)
+func (e *ewma) note(d time.Duration) { e.add(int64(d), false) }
+
+// noteCapped is note with a reading above four times the mean counted as
+// four times the mean: one call delayed by a pause of the process (a
+// garbage collection) does not make a fast store look slow.
+func (e *ewma) noteCapped(d time.Duration) { e.add(int64(d), true) }
+
+func (e *ewma) add(x int64, capped bool) {
+	x = max(x, 1)
 	for {
 		old := e.v.Load()
 		next := x
 		if old > 0 {
+			if capped {
+				x = min(x, 4*old)
+			}
 			next = max(old+(x-old)/8, 1)
 		}
 		if e.v.CompareAndSwap(old, next) {
@@ -1672,10 +1699,23 @@ func (g *runGate) add(j *job) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.running < g.limit && len(g.waiting) == 0 {
+		// Nothing to wait for: admitted without a channel of its own.
+		g.running++
+		j.admitted, j.admit = true, admitted
+		return
+	}
 	j.admit = make(chan struct{})
 	g.waiting = append(g.waiting, j)
 	g.admitLocked()
 }
+
+// admitted is the closed channel of the jobs admitted as they were added.
+var admitted = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 func (g *runGate) admitLocked() {
 	for g.running < g.limit && len(g.waiting) > 0 {
