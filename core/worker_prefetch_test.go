@@ -89,14 +89,15 @@ func TestWorkerDoesNotPrefetchBehindSlowHandlers(t *testing.T) {
 	for i := range n {
 		enqueue(t, s, clk, fmt.Sprintf("t%d", i))
 	}
+	// Calls long enough to be worth overlapping, handlers ten times as
+	// long: claiming ahead would keep a task waiting behind a handler.
+	slowCalls(s, time.Millisecond)
 	var held atomic.Int32
 	w := newWorker(t, s, clk, func(context.Context, core.Claim, core.Task) ([]byte, error) {
 		if r := int32(runningNow(t, s.Store)); r-1 > held.Load() {
 			held.Store(r - 1)
 		}
-		// Far longer than the memory store's calls: claiming ahead
-		// would keep a task waiting behind this handler.
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 		return nil, nil
 	}, core.WithConcurrency(2), core.WithPrefetch(2))
 	stop := started(t, w)
@@ -124,7 +125,7 @@ func TestWorkerDoesNotPrefetchBehindSlowHandlers(t *testing.T) {
 func TestWorkerKeepsThePrefetchedTasksLeaseAliveAndRunsItAtShutdown(t *testing.T) {
 	clk := core.NewFakeClock(t0)
 	s := newBatchRecStore(t, clk)
-	slowCalls(s, 2*time.Millisecond)
+	slowCalls(s, 5*time.Millisecond)
 	const quick = 6
 	for i := range quick {
 		enqueue(t, s, clk, fmt.Sprintf("q%d", i))
