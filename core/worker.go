@@ -399,8 +399,9 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // Shutdown stops the worker: it stops popping at once and waits for running
-// handlers to finish, recording their outcomes, until ctx is done. It returns
-// nil once every task is settled and Run has returned.
+// handlers to finish, recording their outcomes, until ctx is done; the tasks
+// claimed ahead (WithPrefetch) run too, as handlers return. It returns nil
+// once every task is settled and Run has returned.
 //
 // If ctx ends first, Shutdown returns then, without waiting for anything it
 // cannot bound: it cancels the handlers still running (cause

@@ -2,6 +2,7 @@ package linearizability
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -45,6 +46,7 @@ var RuntimeProperties = []Property{
 	{"cancel-final", "a task an operator cancelled is never acked, failed, retried, extended, requeued, reaped or popped afterwards, until an operator requeues it or it is enqueued again (or may have: a requeue or enqueue whose reply was lost)", cancelFinal},
 	{"busy-resend", "a worker sends a decision the store answered busy (which it did not run) again through the same claim, unless a Shutdown named the claim held", busyResend},
 	{"quiescence", "once producers stop and time passes, every task not removed is terminal, and each Succeeded task had exactly one accepted Ack, with its claim's token", quiescence},
+	{"concurrency", "a worker runs at most its concurrency of handlers at once, however many tasks it holds claimed (its prefetch)", concurrencyBound},
 }
 
 // CheckRuntime checks the runtime properties on a history of plan p and
@@ -391,6 +393,51 @@ func heartbeatLease(c *runtimeCase) []string {
 					deadline[id] = d.taskOut.Deadline
 				}
 			}
+		}
+	}
+	return out
+}
+
+// concurrencyBound pins "a worker runs at most its concurrency of handlers
+// at once": its handler invocations, each from its Start to its End on the
+// recorder's timeline (to the end of the history for one that never
+// ended), overlap at most WorkerSpec.Concurrency at any moment. The tasks
+// a worker claims ahead (core.WithPrefetch) wait for a handler to return;
+// a gate that let them start at once breaks it.
+func concurrencyBound(c *runtimeCase) []string {
+	type edge struct {
+		at    int64
+		delta int
+	}
+	byWorker := map[string][]edge{}
+	for i := range c.rh.Invocations {
+		inv := &c.rh.Invocations[i]
+		end := inv.End
+		if end == 0 {
+			end = math.MaxInt64
+		}
+		byWorker[inv.Worker] = append(byWorker[inv.Worker], edge{inv.Start, 1}, edge{end, -1})
+	}
+	var out []string
+	for _, worker := range slices.Sorted(maps.Keys(byWorker)) {
+		i := indexOf(worker)
+		if i < 0 || i >= len(c.plan.Workers) {
+			continue
+		}
+		limit := c.plan.Workers[i].Concurrency
+		edges := byWorker[worker]
+		// An end and a start at one tick: the end first (the ticks are
+		// distinct, so this only orders equal sentinels).
+		slices.SortFunc(edges, func(a, b edge) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.delta, b.delta)) })
+		running, most, at := 0, 0, int64(0)
+		for _, e := range edges {
+			running += e.delta
+			if running > most {
+				most, at = running, e.at
+			}
+		}
+		if most > limit {
+			out = append(out, fmt.Sprintf("%s ran %d handlers at once (at tick %d); its concurrency is %d", worker, most, at, limit))
 		}
 	}
 	return out

@@ -132,6 +132,21 @@ func TestRuntimePropertiesCatchTheirViolation(t *testing.T) {
 		{"quiescence", func(t *testing.T, h *linearizability.RuntimeHistory) {
 			h.Final = h.Final[1:] // a task lost
 		}},
+		{"concurrency", func(t *testing.T, h *linearizability.RuntimeHistory) {
+			// Worker 0 (concurrency 3) runs four handlers at once, as a
+			// gate that started its tasks claimed ahead at once would.
+			h.Invocations = slices.Clone(h.Invocations)
+			n := 0
+			for i := range h.Invocations {
+				if inv := &h.Invocations[i]; inv.Worker == "worker 0" && n < 4 {
+					inv.Start, inv.End = int64(1_000_000+n), 2_000_000
+					n++
+				}
+			}
+			if n < 4 {
+				t.Fatalf("worker 0 ran %d handlers, want at least 4", n)
+			}
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.property, func(t *testing.T) {

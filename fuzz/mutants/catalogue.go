@@ -96,6 +96,7 @@ var Catalogue = []Mutant{
 	{"periodic-id-includes-wall-clock", "a scheduler derives an occurrence's task ID from its wall clock when it wakes, not from the occurrence time, so two Clients keeping one schedule enqueue the occurrence twice under different IDs", Runtime, []string{Core}},
 	{"worker-ignores-task-timeout", "a worker bounds an attempt by its own timeout only and never reads the one stored with the task, so a task's handler runs unbounded", Runtime, []string{Core}},
 	{"worker-panic-acked", "a worker logs a handler's panic and acknowledges the task as done instead of failing the attempt", Runtime, []string{Core}},
+	{"worker-runs-claims-ahead-at-once", "a worker starts the handlers of the tasks it claimed ahead (its prefetch) as soon as they are claimed, so it runs up to twice its concurrency of handlers at once", Runtime, []string{Core}},
 	{"worker-gives-up-on-busy", "a worker whose decision the store answered core.ErrBusy (it did not run) counts a store error and drops the decision, so the task waits for its lease to lapse and runs again", Runtime, []string{Core}},
 }
 
