@@ -16,6 +16,35 @@ func slowCalls(s *batchRecStore, d time.Duration) {
 	s.beforeBatch = func(core.AckBatchParams) { time.Sleep(d) }
 }
 
+// waitAcked waits until w has acknowledged n tasks, failing the test after
+// guard.
+func waitAcked(t *testing.T, w *core.Worker, n int64) {
+	t.Helper()
+	if !withinGuard(func(done <-chan struct{}) bool {
+		for w.Stats().Acked < n {
+			select {
+			case <-done:
+				return false
+			case <-time.After(time.Millisecond):
+			}
+		}
+		return true
+	}) {
+		t.Fatalf("acked %d of %d", w.Stats().Acked, n)
+	}
+}
+
+// untilReleased is a handler's body that returns "finally" once release is
+// closed, or the cause of its context's end.
+func untilReleased(ctx context.Context, release <-chan struct{}) ([]byte, error) {
+	select {
+	case <-release:
+		return []byte("finally"), nil
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+}
+
 // runningNow counts the tasks of queue the store holds Running.
 func runningNow(t testing.TB, s core.Store) int {
 	t.Helper()
@@ -52,18 +81,7 @@ func TestWorkerPrefetchOverlapsTheCallWithTheNextHandler(t *testing.T) {
 		return []byte("ok"), nil
 	}) // concurrency 1, prefetch at its default (1)
 	stop := started(t, w)
-	for w.Stats().Acked < n {
-		if !withinGuard(func(done <-chan struct{}) bool {
-			select {
-			case <-done:
-				return false
-			case <-time.After(time.Millisecond):
-				return true
-			}
-		}) {
-			t.Fatalf("acked %d of %d", w.Stats().Acked, n)
-		}
-	}
+	waitAcked(t, w, n)
 	stop()
 	if most.Load() != 1 {
 		t.Errorf("%d handlers ran at once at concurrency 1", most.Load())
@@ -102,18 +120,7 @@ func TestWorkerDoesNotPrefetchBehindSlowHandlers(t *testing.T) {
 	}, core.WithConcurrency(2), core.WithPrefetch(2))
 	stop := started(t, w)
 	s.wait(t, "AckBatch", 1)
-	for w.Stats().Acked < n {
-		if !withinGuard(func(done <-chan struct{}) bool {
-			select {
-			case <-done:
-				return false
-			case <-time.After(time.Millisecond):
-				return true
-			}
-		}) {
-			t.Fatalf("acked %d of %d", w.Stats().Acked, n)
-		}
-	}
+	waitAcked(t, w, n)
 	stop()
 	// Two handlers at once: the other one's task is Running too, but
 	// none beyond them.
@@ -140,12 +147,7 @@ func TestWorkerKeepsThePrefetchedTasksLeaseAliveAndRunsItAtShutdown(t *testing.T
 			return nil, nil
 		}
 		close(begun)
-		select {
-		case <-release:
-			return []byte("finally"), nil
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
-		}
+		return untilReleased(ctx, release)
 	})
 	b := newBroker(t, s, clk)
 	stop := started(t, w)

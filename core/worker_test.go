@@ -90,12 +90,7 @@ func TestWorkerHeartbeatsKeepALongHandlersLeaseAlive(t *testing.T) {
 	begun, release := make(chan struct{}), make(chan struct{})
 	w := newWorker(t, s, clk, func(ctx context.Context, _ core.Claim, _ core.Task) ([]byte, error) {
 		close(begun)
-		select {
-		case <-release:
-			return []byte("finally"), nil
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
-		}
+		return untilReleased(ctx, release)
 	})
 	b := newBroker(t, s, clk)
 	stop := started(t, w)
