@@ -556,11 +556,17 @@ func (w *Worker) fetch(base context.Context) {
 		if closed(w.stopping) {
 			return
 		}
+		// The fetch loop claims no more than the concurrency: it pops
+		// for slots with no task, while the claims ahead ride on the
+		// calls that record outcomes. (One that claimed ahead would poll
+		// an empty queue while a handler runs, and sleep its backoff
+		// through the moment that handler's retry or another task makes
+		// work.)
 		if !w.acquire() {
 			return
 		}
 		n := 1
-		for n < w.batch && w.tryClaim() {
+		for n < w.batch && w.tryClaim(w.concurrency) {
 			n++
 		}
 		sent := w.clock.Now()
@@ -1104,7 +1110,7 @@ func (w *Worker) ackBatch(base context.Context, jobs []*job, keep bool) (kept *j
 		n -= drop
 		w.release(drop)
 	}
-	for n < w.batch && w.tryClaim() {
+	for n < w.batch && w.tryClaim(w.claimCap()) {
 		n++
 	}
 	// While the call is out, its slots are an ack loop's: an ack loop that
@@ -1598,16 +1604,16 @@ func (w *Worker) claimCap() int {
 	return w.concurrency
 }
 
-// tryClaim takes a slot if one is free under the claim cap.
-func (w *Worker) tryClaim() bool {
-	return len(w.slots) < w.claimCap() && tryAcquire(w.slots)
+// tryClaim takes a slot if fewer than limit are taken.
+func (w *Worker) tryClaim(limit int) bool {
+	return len(w.slots) < limit && tryAcquire(w.slots)
 }
 
-// acquire takes a slot under the claim cap, waiting for one to be released
-// if needed; false once the worker stops popping.
+// acquire takes a slot for the fetch loop, under the concurrency, waiting
+// for one to be released if needed; false once the worker stops popping.
 func (w *Worker) acquire() bool {
 	for {
-		if w.tryClaim() {
+		if w.tryClaim(w.concurrency) {
 			return true
 		}
 		select {

@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -230,5 +231,32 @@ func TestWithPrefetchRefusesOutOfRange(t *testing.T) {
 		if _, err := core.NewWorker(s, queue, h, core.WithPrefetch(n)); err != nil {
 			t.Errorf("WithPrefetch(%d): %v", n, err)
 		}
+	}
+}
+
+func TestWorkerPopsARetriedTaskAtOnceWhilePrefetching(t *testing.T) {
+	clk := core.NewFakeClock(t0)
+	s := newBatchRecStore(t, clk)
+	slowCalls(s, 2*time.Millisecond)
+	const quick = 6
+	for i := range quick {
+		enqueue(t, s, clk, fmt.Sprintf("q%d", i))
+	}
+	enqueue(t, s, clk, "flaky")
+	var attempts atomic.Int32
+	w := newWorker(t, s, clk, func(_ context.Context, c core.Claim, task core.Task) ([]byte, error) {
+		if task.ID == "flaky" && attempts.Add(1) == 1 {
+			return nil, errors.New("try again")
+		}
+		return nil, nil
+	}, core.WithRetryPolicy(func(core.Task, error) (time.Duration, bool) { return 0, true }))
+	stop := started(t, w)
+	// The clock never moves: the retried task must be claimed when its
+	// retry frees its slot, not when a poll timer fires. (A fetch loop
+	// that claimed ahead would be asleep on its poll timer by then.)
+	waitAcked(t, w, quick+1)
+	stop()
+	if attempts.Load() != 2 {
+		t.Fatalf("flaky ran %d times, want 2", attempts.Load())
 	}
 }
