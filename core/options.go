@@ -165,7 +165,8 @@ func WithConcurrency(n int) WorkerOption {
 // heartbeats like a running task's, until one of the worker's handlers
 // returns, and then runs: the store call that records a handler's outcome
 // and claims the next task travels while another handler runs, instead of
-// between them. The worker claims ahead only while its handlers run, on
+// between them. Those calls are the ones that claim ahead; the Pop of an
+// idle worker claims no more than its concurrency. The worker claims ahead only while its handlers run, on
 // recent evidence, no longer than such a call takes; with slower handlers
 // it holds no more claims than its concurrency, so a task is never kept
 // waiting behind a long handler while another worker could run it. A

@@ -271,6 +271,11 @@ func TestEveryOutcomeIsCountedAndEveryAttemptHasASpanWithItsClaim(t *testing.T) 
 		return []byte("done"), nil
 	}, core.WithClock(clk), core.WithConcurrency(1), core.WithPollInterval(10*time.Millisecond, 10*time.Millisecond),
 		core.WithRetryPolicy(func(core.Task, error) (time.Duration, bool) { return 0, true }),
+		// One claim per handler, so each claim comes after the handler
+		// before it (the queue latencies below): a task claimed ahead is
+		// claimed while the handler before it runs, and its latency,
+		// which ends at the claim, is that much shorter.
+		core.WithPrefetch(0),
 		r.meters, r.tracers)
 	if err != nil {
 		t.Fatal(err)
