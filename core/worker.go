@@ -198,7 +198,7 @@ type Worker struct {
 	// gate starts the handlers, no more than concurrency at once, in the
 	// order their tasks were claimed, while up to prefetch more tasks wait,
 	// claimed (nil when prefetch is 0). freed is signalled when a slot is
-	// released, for a fetch loop waiting under the claim cap (see acquire).
+	// released, for a fetch loop waiting for one (see acquire).
 	gate  *runGate
 	freed chan struct{}
 	pace  pace
@@ -674,15 +674,15 @@ type job struct {
 	due        time.Time // the next heartbeat, on the worker's clock
 	prev, next *job      // in the heartbeat list, while listed
 	listed     bool
-	result     []byte // the handler's result, for the acker
+	result     []byte    // the handler's result, for the acker
+	slotFreed  bool      // the slot was released when the result went to the acker
+	detached   bool      // abandoned by a shutdown while its handler ran
+	leaseEnd   time.Time // on the worker's clock, as last renewed
 
 	// Guarded by the worker's runGate lock.
-	admit     chan struct{} // closed when the job may start its handler
-	admitted  bool
-	left      bool
-	slotFreed bool      // the slot was released when the result went to the acker
-	detached  bool      // abandoned by a shutdown while its handler ran
-	leaseEnd  time.Time // on the worker's clock, as last renewed
+	admit    chan struct{} // closed when the job may start its handler
+	admitted bool
+	left     bool
 }
 
 type jobState uint8
