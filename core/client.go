@@ -176,8 +176,9 @@ func (c *Client) Queue(name string) (*Queue, error) {
 // pass over its queue each interval. When ctx is done each worker shuts down
 // as Worker.Run describes (within its WithShutdownTimeout, giving unfinished
 // tasks back), the brokers stop, and Run returns. It returns the workers' and
-// brokers' errors joined (ErrClosed for a store that was closed), nil after a
-// clean stop; ErrClosed if the Client was shut down before, ErrRunning if it
+// brokers' errors joined (ErrClosed for a store that was closed; a worker's
+// *ShutdownError for tasks it stopped without settling), nil after a clean
+// stop; ErrClosed if the Client was shut down before, ErrRunning if it
 // is already running.
 func (c *Client) Run(ctx context.Context) error {
 	c.mu.Lock()
@@ -224,7 +225,8 @@ func (c *Client) Run(ctx context.Context) error {
 // Shutdown stops the Client: its brokers and its scheduler stop at once, and its workers stop
 // popping and wait for their running handlers until ctx is done, as
 // Worker.Shutdown describes. It returns nil once every task is settled and
-// Run has returned.
+// Run has returned; a worker that stopped with tasks it could not settle
+// makes it a *ShutdownError naming them.
 //
 // If ctx ends first, Shutdown returns then, even if a handler ignores its
 // context, with a *ShutdownError naming the tasks still held in every queue.
@@ -256,17 +258,24 @@ func (c *Client) Shutdown(ctx context.Context) error {
 	wg.Wait()
 	<-c.done
 	var held []Claim
-	timedOut := false
+	var cause error
+	unsettled := false
 	for _, err := range errs {
 		if se, ok := err.(*ShutdownError); ok {
 			held = append(held, se.Held...)
-			timedOut = true
+			unsettled = true
+			if cause == nil {
+				cause = se.Err
+			}
 		}
 	}
-	if timedOut {
-		return &ShutdownError{Held: held, Err: ctx.Err()}
+	if !unsettled {
+		return nil
 	}
-	return nil
+	if ctx.Err() != nil {
+		cause = ctx.Err()
+	}
+	return &ShutdownError{Held: held, Err: cause}
 }
 
 // ClientStats is a snapshot of a Client's counters: its workers' by queue,

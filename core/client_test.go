@@ -102,8 +102,9 @@ func TestClientShutdownIsBoundedAndTheHeldTaskIsDecidedLater(t *testing.T) {
 	if len(se.Held) != 1 || se.Held[0].Queue != "stuck" || se.Held[0].TaskID != "stuck-1" || !strings.Contains(err.Error(), "stuck/stuck-1") {
 		t.Fatalf("Shutdown named %+v (%v), want stuck/stuck-1 alone", se.Held, err)
 	}
-	if err := receive(t, ran); err != nil {
-		t.Fatalf("Run = %v", err)
+	// Run names it too: its worker stopped without settling it.
+	if err := receive(t, ran); !errors.As(err, &se) || len(se.Held) != 1 || se.Held[0].TaskID != "stuck-1" {
+		t.Fatalf("Run = %v, want a *ShutdownError naming stuck-1", err)
 	}
 	if err := c1.Run(context.Background()); !errors.Is(err, core.ErrClosed) {
 		t.Fatalf("Run after Shutdown = %v, want ErrClosed", err)

@@ -52,16 +52,20 @@ var (
 var ErrRunning = errors.New("leasehold: already running")
 
 // ShutdownError is returned by Shutdown when its context ended before every
-// task was settled. Held lists the claims the worker still held then: their
-// handlers had not returned, or the store call recording their outcome or
-// giving them back did not complete. Nothing is lost: the worker no longer
-// renews their leases, so each lapses and a Broker (of any process) decides
-// the task through its retry policy, as for a worker that crashed. A
-// handler still running is not waited for; its goroutine ends when the
+// task was settled, and by Run (and then by Shutdown too) when the worker
+// stopped with tasks it could not settle. Held lists the claims the worker
+// left to lapse: their handlers had not returned at a hard stop, or the
+// store call recording their outcome or giving them back did not complete
+// once the worker had begun to stop (a store down, or still busy at the
+// last send after the shutdown timeout). Nothing is lost: the worker no
+// longer renews their leases, so each lapses and a Broker (of any process)
+// decides the task through its retry policy, as for a worker that crashed.
+// A handler still running is not waited for; its goroutine ends when the
 // handler returns, and what it returns is discarded.
 //
-// errors.Is(err, context.DeadlineExceeded) (or context.Canceled) holds for
-// the context's own error.
+// Err is what ended the wait: Shutdown's context's error, or for Run its
+// own context's (or the store's ErrClosed); errors.Is(err,
+// context.DeadlineExceeded) (or context.Canceled) holds for a context's.
 type ShutdownError struct {
 	Held []Claim
 	Err  error // the context's error
@@ -246,7 +250,9 @@ type Worker struct {
 	hard     chan struct{} // closed: Shutdown's deadline passed
 	hardOnce sync.Once
 	heldMu   sync.Mutex
-	held     []Claim // claims left to lapse by a hard stop
+	held     []Claim // claims left to lapse once the worker began to stop
+	hardErr  error   // Shutdown's context's error, set before the hard stop (heldMu)
+	result   error   // what Run returned, set before done is closed
 }
 
 // AckLinger is the longest a Worker on a BatchStore holds a handler's
@@ -347,6 +353,12 @@ func newWorker(store Store, queue string, handler Handler, preset *common, opts 
 // for: Run returns without it, and its goroutine ends when the handler
 // returns.
 //
+// If a task could not be settled once the worker began to stop (the store
+// call giving it back or recording its outcome failed, or was still
+// answered ErrBusy at its last send after the shutdown timeout), Run
+// returns a *ShutdownError naming its claim, whose lease lapses for a
+// Broker to decide.
+//
 // Handler contexts carry the values of ctx but are not cancelled with it.
 // Run returns ErrClosed if the worker was shut down before, and ErrRunning
 // if it is already running.
@@ -394,14 +406,29 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Lock()
 	w.closed = true
 	w.mu.Unlock()
-	w.logger.InfoContext(base, "worker stopped", "err", w.runErr)
-	return w.runErr
+	w.result = w.runErr
+	if held := w.heldClaims(); len(held) > 0 {
+		cause := w.runErr
+		switch {
+		case cause != nil:
+		case ctx.Err() != nil:
+			cause = ctx.Err()
+		default:
+			w.heldMu.Lock()
+			cause = w.hardErr
+			w.heldMu.Unlock()
+		}
+		w.result = &ShutdownError{Held: held, Err: cause}
+	}
+	w.logger.InfoContext(base, "worker stopped", "err", w.result)
+	return w.result
 }
 
 // Shutdown stops the worker: it stops popping at once and waits for running
 // handlers to finish, recording their outcomes, until ctx is done; the tasks
 // claimed ahead (WithPrefetch) run too, as handlers return. It returns nil
-// once every task is settled and Run has returned.
+// once every task is settled and Run has returned, or the *ShutdownError Run
+// returned naming the tasks it could not settle.
 //
 // If ctx ends first, Shutdown returns then, without waiting for anything it
 // cannot bound: it cancels the handlers still running (cause
@@ -424,17 +451,32 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	}
 	select {
 	case <-w.done:
-		return nil
+		return w.settled()
 	case <-ctx.Done():
 	}
 	select {
-	case <-w.done: // Run returned meanwhile: everything was settled
-		return nil
+	case <-w.done: // Run returned meanwhile
+		return w.settled()
 	default:
 	}
+	w.heldMu.Lock()
+	if w.hardErr == nil {
+		w.hardErr = ctx.Err()
+	}
+	w.heldMu.Unlock()
 	w.hardStop()
 	<-w.done
 	return &ShutdownError{Held: w.heldClaims(), Err: ctx.Err()}
+}
+
+// settled returns nil if Run, which has returned, settled every task it
+// claimed, else the *ShutdownError Run returned.
+func (w *Worker) settled() error {
+	var se *ShutdownError
+	if errors.As(w.result, &se) {
+		return se
+	}
+	return nil
 }
 
 // hardStop cancels every store call and abandons the running handlers
@@ -906,8 +948,8 @@ func (w *Worker) acked(base context.Context, j *job, now time.Time, err error) {
 	default:
 		w.stats.storeErrors.Add(1)
 		w.tel.storeError(base, j, true)
-		if closed(w.hard) {
-			w.hold(j)
+		if closed(w.stopping) {
+			w.hold(j) // named by Run's (and Shutdown's) *ShutdownError
 		}
 		w.logger.ErrorContext(base, "recording the outcome failed; the lease will lapse and a broker will decide the task",
 			j.attrs("err", err)...)
@@ -1021,8 +1063,8 @@ func (w *Worker) decideFailure(base context.Context, j *job, herr error) {
 	default:
 		w.stats.storeErrors.Add(1)
 		w.tel.storeError(base, j, true)
-		if closed(w.hard) {
-			w.hold(j)
+		if closed(w.stopping) {
+			w.hold(j) // named by Run's (and Shutdown's) *ShutdownError
 		}
 		w.logger.ErrorContext(base, "recording the outcome failed; the lease will lapse and a broker will decide the task",
 			j.attrs("err", err, "handler_err", herr)...)

@@ -176,8 +176,9 @@ func TestWorkerStopsSendingABusyDecisionWhenShutdownEnds(t *testing.T) {
 			if !errors.As(err, &se) || len(se.Held) != 1 || se.Held[0].TaskID != "t1" {
 				t.Fatalf("Shutdown = %v, want a ShutdownError holding t1", err)
 			}
-			if err := receive(t, ran); err != nil {
-				t.Fatalf("Run: %v", err)
+			// Run names the same claim.
+			if err := receive(t, ran); !errors.As(err, &se) || len(se.Held) != 1 || se.Held[0].TaskID != "t1" {
+				t.Fatalf("Run = %v, want a ShutdownError holding t1", err)
 			}
 			// Nothing was recorded: the claim holds the task until its
 			// lease lapses and a broker decides it.
@@ -222,5 +223,44 @@ func TestWorkerSendsABusyDecisionOnceMoreWhenItsShutdownTimeoutPasses(t *testing
 	}
 	if st := w.Stats(); st.Acked != 1 || st.BusyResends < 6 {
 		t.Fatalf("stats = %+v, want one ack after 6 busy resends or more", st)
+	}
+}
+
+// A worker whose last send after the shutdown timeout is answered busy too
+// leaves the claim to lapse, and says so: Run, and a Shutdown after it,
+// return a *ShutdownError naming the claim.
+func TestWorkerNamesTheClaimWhoseLastBusySendWasAnsweredBusy(t *testing.T) {
+	for _, batch := range []bool{true, false} {
+		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
+			clk := core.NewFakeClock(t0)
+			s, store := newBusyStore(t, clk, batch)
+			enqueue(t, store, clk, "t1")
+			s.busy.Store(-1) // busy for good
+			const timeout = time.Minute
+			w := newWorker(t, store, clk, func(context.Context, core.Claim, core.Task) ([]byte, error) {
+				return nil, nil
+			}, core.WithShutdownTimeout(timeout))
+			ctx, cancel := context.WithCancel(context.Background())
+			ran := make(chan error, 1)
+			go func() { ran <- w.Run(ctx) }()
+			waitStats(t, w, func(st core.WorkerStats) bool { return st.BusyResends >= 6 })
+			cancel()
+			blockUntilTimerAt(t, clk, clk.Now().Add(timeout))
+			clk.Advance(timeout)
+			err := receive(t, ran)
+			var se *core.ShutdownError
+			if !errors.As(err, &se) || !errors.Is(err, context.Canceled) || len(se.Held) != 1 || se.Held[0].TaskID != "t1" {
+				t.Fatalf("Run = %v, want a ShutdownError holding t1 and wrapping Run's context's error", err)
+			}
+			if err := w.Shutdown(context.Background()); !errors.As(err, &se) || len(se.Held) != 1 || se.Held[0].TaskID != "t1" {
+				t.Fatalf("Shutdown after Run = %v, want the same ShutdownError", err)
+			}
+			if task := mustGet(t, store, "t1"); task.State != core.Running {
+				t.Fatalf("task %v, want running under its lapsing lease", task.State)
+			}
+			if st := w.Stats(); st.Acked != 0 || st.LeasesLost != 0 || st.BusyResends < 6 {
+				t.Fatalf("stats = %+v", st)
+			}
+		})
 	}
 }

@@ -419,8 +419,9 @@ func TestWorkerShutdownPastItsDeadlineNamesHeldTasksAndNeverAcksThem(t *testing.
 	if len(se.Held) != 1 || se.Held[0].TaskID != "unfinished" || !strings.Contains(err.Error(), "unfinished") {
 		t.Fatalf("Shutdown named %+v (%v), want the task unfinished", se.Held, err)
 	}
-	if err := receive(t, ran); err != nil {
-		t.Fatalf("Run = %v", err)
+	// Run names the same claim: it stopped without settling it.
+	if err := receive(t, ran); !errors.As(err, &se) || !errors.Is(err, context.Canceled) || len(se.Held) != 1 || se.Held[0].TaskID != "unfinished" {
+		t.Fatalf("Run = %v, want a *ShutdownError naming the task unfinished", err)
 	}
 	if cause := receive(t, causes); !errors.Is(cause, core.ErrWorkerStopped) {
 		t.Fatalf("cause = %v, want ErrWorkerStopped", cause)

@@ -248,7 +248,8 @@
 //     than the store's last answer before its handler returned;
 //   - busy-resend (busyResend): a worker sends a decision the store
 //     answered core.ErrBusy (which it did not run) again through the same
-//     claim, unless a Client's Shutdown named the claim held;
+//     claim, unless a core.ShutdownError (a Client's Shutdown, a worker's
+//     Run) named the claim held;
 //   - quiescence (quiescence): at the end every task is terminal, and each
 //     Succeeded task had exactly one accepted Ack, with its claim's token.
 //

@@ -44,7 +44,7 @@ var RuntimeProperties = []Property{
 	{"store-clock-delays", "a broker decides as its policy says, its delay measured from the store's reading in ClaimExpired; a worker's retry delay from the store's clock as the worker last read it", storeClockDelays},
 	{"periodic-occurrences", "a Client's scheduler enqueues each task under the ID of an occurrence of its schedule, and no occurrence is accepted twice", periodicOccurrences},
 	{"cancel-final", "a task an operator cancelled is never acked, failed, retried, extended, requeued, reaped or popped afterwards, until an operator requeues it or it is enqueued again (or may have: a requeue or enqueue whose reply was lost)", cancelFinal},
-	{"busy-resend", "a worker sends a decision the store answered busy (which it did not run) again through the same claim, unless a Shutdown named the claim held", busyResend},
+	{"busy-resend", "a worker sends a decision the store answered busy (which it did not run) again through the same claim, unless a ShutdownError (of a Client's Shutdown or a worker's Run) named the claim held", busyResend},
 	{"quiescence", "once producers stop and time passes, every task not removed is terminal, and each Succeeded task had exactly one accepted Ack, with its claim's token", quiescence},
 	{"concurrency", "a worker runs at most its concurrency of handlers at once, however many tasks it holds claimed (its prefetch)", concurrencyBound},
 }
@@ -205,8 +205,10 @@ func noBypass(c *runtimeCase) []string {
 // says the store did not run the call, so the worker sends the same
 // decision through the same claim again after a pause (5 ms, doubling with
 // each busy answer to the claim's decisions, up to 1 s), until it is
-// answered otherwise. Only a claim its Client's Shutdown named held (its
-// deadline passed during a pause) may be left undecided.
+// answered otherwise. Only a claim a *core.ShutdownError named held may be
+// left undecided: a Client's Shutdown whose deadline passed during a pause,
+// or a worker's Run whose last send, after its shutdown timeout, was
+// answered busy too.
 func busyResend(c *runtimeCase) []string {
 	var out []string
 	for _, actor := range c.actors {
@@ -231,7 +233,7 @@ func busyResend(c *runtimeCase) []string {
 					})
 				})
 				if !resent {
-					out = append(out, fmt.Sprintf("%s's %v of %s token %d was answered busy at %v and never sent again, and no Shutdown named the claim held",
+					out = append(out, fmt.Sprintf("%s's %v of %s token %d was answered busy at %v and never sent again, and no ShutdownError named the claim held",
 						actor, d.kind, d.task, d.token, time.Duration(op.Return)))
 				}
 			}
@@ -734,7 +736,7 @@ type runtimeCase struct {
 	// superseded: the worker was told its claim no longer holds (a refused
 	// Extend or decision), so it records nothing more for it.
 	superseded map[claimKey]bool
-	held       map[heldKey]bool // claims a Client's Shutdown named held
+	held       map[heldKey]bool // claims a *core.ShutdownError named held
 }
 
 func newRuntimeCase(p *RuntimePlan, rh *RuntimeHistory) *runtimeCase {

@@ -36,8 +36,9 @@ type RuntimeHistory struct {
 	Final []model.Task `json:"final"`
 	// Left describes what was not terminal when the drain budget ran out.
 	Left string `json:"left,omitempty"`
-	// Held are the claims the Clients' Shutdown named still held when its
-	// deadline passed: their handlers' outcomes are not recorded.
+	// Held are the claims a *core.ShutdownError named left to lapse: a
+	// Client's Shutdown whose deadline passed, or a worker's Run that could
+	// not settle a task while it stopped. Their outcomes may not be recorded.
 	Held []model.Claim `json:"held,omitempty"`
 }
 
@@ -336,6 +337,15 @@ func (x *runtimeRun) run(ctx context.Context, queue *core.Queue, inspectors []*c
 	defer stopRun()
 	var running sync.WaitGroup
 	var left atomic.Int64
+	var heldMu sync.Mutex
+	holds := func(err error) { // a Run or Shutdown naming claims left to lapse
+		var se *core.ShutdownError
+		if errors.As(err, &se) {
+			heldMu.Lock()
+			rh.Held = append(rh.Held, se.Held...)
+			heldMu.Unlock()
+		}
+	}
 	for i, w := range x.workers {
 		if w == nil {
 			continue
@@ -343,7 +353,7 @@ func (x *runtimeRun) run(ctx context.Context, queue *core.Queue, inspectors []*c
 		left.Add(1)
 		running.Go(func() {
 			defer left.Add(-1)
-			x.guard(workerName(i), func() { _ = w.Run(runCtx) })
+			x.guard(workerName(i), func() { holds(w.Run(runCtx)) })
 		})
 	}
 	for i, b := range x.brokers {
@@ -355,7 +365,6 @@ func (x *runtimeRun) run(ctx context.Context, queue *core.Queue, inspectors []*c
 			})
 		}
 	}
-	var heldMu sync.Mutex
 	for i, c := range x.clients {
 		left.Add(1)
 		running.Go(func() {
@@ -484,12 +493,7 @@ func (x *runtimeRun) run(ctx context.Context, queue *core.Queue, inspectors []*c
 			x.guard(clientName(i), func() {
 				sctx, cancel := context.WithTimeout(context.Background(), p.Clients[i].Grace)
 				defer cancel()
-				var se *core.ShutdownError
-				if err := c.Shutdown(sctx); errors.As(err, &se) {
-					heldMu.Lock()
-					rh.Held = append(rh.Held, se.Held...)
-					heldMu.Unlock()
-				}
+				holds(c.Shutdown(sctx))
 			})
 		})
 	}

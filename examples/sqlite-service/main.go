@@ -7,7 +7,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -86,8 +85,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	sctx, cancel := context.WithTimeout(context.Background(), *grace)
 	defer cancel()
 	err = client.Shutdown(sctx)
-	if runErr := <-ran; runErr != nil {
-		err = errors.Join(err, runErr)
+	// Run's error names the same held tasks, if any: report it only when
+	// Shutdown found nothing to say.
+	if runErr := <-ran; err == nil {
+		err = runErr
 	}
 	fmt.Fprintln(out, "stopped")
 	return err
