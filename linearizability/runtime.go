@@ -107,7 +107,7 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 			_ = s.Close()
 		}
 	}()
-	open := func(name string, stall map[model.Op]time.Duration, unbatched bool) (core.Store, error) {
+	open := func(name string, stall map[model.Op]time.Duration, latency time.Duration, unbatched bool) (core.Store, error) {
 		s, err := be.Client()
 		if err != nil {
 			return nil, fmt.Errorf("linearizability: backend client: %w", err)
@@ -115,7 +115,7 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 		if unbatched {
 			s = unbatchedStore{s}
 		}
-		cs := newComponentStore(rec, name, newFaultLayer(s, faults[name], stall), act)
+		cs := newComponentStore(rec, name, newFaultLayer(s, faults[name], stall, latency), act)
 		closers = append(closers, cs)
 		return cs, nil
 	}
@@ -131,7 +131,7 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 	brokerStores := make([]core.Store, len(p.Brokers))
 	workerOpts := make([][]core.WorkerOption, len(p.Workers))
 	for i, ws := range p.Workers {
-		s, err := open(workerName(i), map[model.Op]time.Duration{model.OpExtend: ws.BeatStall}, ws.Unbatched)
+		s, err := open(workerName(i), map[model.Op]time.Duration{model.OpExtend: ws.BeatStall}, ws.Latency, ws.Unbatched)
 		if err != nil {
 			return nil, err
 		}
@@ -159,7 +159,7 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 	}
 	brokerOpts := make([][]core.BrokerOption, len(p.Brokers))
 	for i, bs := range p.Brokers {
-		s, err := open(brokerName(i), map[model.Op]time.Duration{model.OpRequeue: bs.DecideStall, model.OpFinalize: bs.DecideStall}, false)
+		s, err := open(brokerName(i), map[model.Op]time.Duration{model.OpRequeue: bs.DecideStall, model.OpFinalize: bs.DecideStall}, 0, false)
 		if err != nil {
 			return nil, err
 		}
@@ -185,7 +185,7 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 		}
 		var ss core.Store
 		if cs.Every > 0 {
-			if ss, err = open(schedulerName(i), nil, false); err != nil {
+			if ss, err = open(schedulerName(i), nil, 0, false); err != nil {
 				return nil, err
 			}
 			every, err := core.Every(cs.Every)
@@ -204,7 +204,7 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 		}
 		x.clients = append(x.clients, c)
 	}
-	ps, err := open(producerName, nil, false)
+	ps, err := open(producerName, nil, 0, false)
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +214,7 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 	}
 	var inspectors []*core.Inspector
 	for i := range 2 {
-		is, err := open(inspectorName(i), nil, false)
+		is, err := open(inspectorName(i), nil, 0, false)
 		if err != nil {
 			return nil, err
 		}
@@ -224,7 +224,7 @@ func ExecuteRuntime(ctx context.Context, p *RuntimePlan, f Factory) (*RuntimeHis
 		}
 		inspectors = append(inspectors, in)
 	}
-	fs, err := open(finalName, nil, false)
+	fs, err := open(finalName, nil, 0, false)
 	if err != nil {
 		return nil, err
 	}

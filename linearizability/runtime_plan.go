@@ -147,6 +147,10 @@ type WorkerSpec struct {
 	// Skew is added to every reading of the worker's own clock: the
 	// store's clock, not the worker's, must measure a retry's delay.
 	Skew time.Duration `json:"skew,omitempty"`
+	// Latency delays every call of the worker on its way to the store, in
+	// real time: a store a network away, whose calls take long enough for
+	// the worker to claim ahead (core.WithPrefetch) while its handlers run.
+	Latency time.Duration `json:"latency,omitempty"`
 	// Unbatched hides the store's batch calls (core.BatchStore) from the
 	// worker, so it acknowledges one Ack at a time, as over a store
 	// without them.
@@ -397,8 +401,8 @@ func (p *RuntimePlan) String() string {
 	}
 	b.WriteString("\n")
 	for i, w := range p.Workers {
-		fmt.Fprintf(&b, "  %s: concurrency %d batch %d lease %s heartbeat %s poll %s..%s shutdown %s policy %s heartbeats stall %s unbatched %v skew %s\n",
-			workerName(i), w.Concurrency, w.Batch, ms(w.Lease), ms(w.HeartbeatEvery()), ms(w.PollMin), ms(w.PollMax), ms(w.Shutdown), w.Policy, ms(w.BeatStall), w.Unbatched, ms(w.Skew))
+		fmt.Fprintf(&b, "  %s: concurrency %d batch %d lease %s heartbeat %s poll %s..%s shutdown %s policy %s heartbeats stall %s unbatched %v skew %s latency %v\n",
+			workerName(i), w.Concurrency, w.Batch, ms(w.Lease), ms(w.HeartbeatEvery()), ms(w.PollMin), ms(w.PollMax), ms(w.Shutdown), w.Policy, ms(w.BeatStall), w.Unbatched, ms(w.Skew), w.Latency)
 	}
 	for i, br := range p.Brokers {
 		run := "RunOnce at ticks"
@@ -514,6 +518,9 @@ func RuntimePlans(o RuntimeOptions) *rapid.Generator[*RuntimePlan] {
 			w.Skew = time.Duration(rapid.IntRange(-2, 3).Draw(t, "worker skew")) * unit
 			if rapid.IntRange(0, 2).Draw(t, "beat stall?") == 2 {
 				w.BeatStall = time.Duration(rapid.IntRange(1, 6).Draw(t, "beat stall")) * stall
+			}
+			if rapid.Bool().Draw(t, "latency?") {
+				w.Latency = time.Duration(rapid.IntRange(3, 20).Draw(t, "latency")) * 10 * time.Microsecond
 			}
 			p.Workers = append(p.Workers, w)
 		}

@@ -47,13 +47,14 @@ func (a *activity) quiet(window time.Duration) bool {
 type faultLayer struct {
 	core.Store
 	stall    map[model.Op]time.Duration // every call of the op reaches the store late
+	latency  time.Duration              // every call reaches the store this late
 	calls    atomic.Int64
 	faults   map[int]CallFault
 	injector FaultInjector // nil: every fault is simulated
 }
 
-func newFaultLayer(s core.Store, faults []CallFault, stall map[model.Op]time.Duration) core.Store {
-	f := &faultLayer{Store: s, faults: map[int]CallFault{}, stall: stall}
+func newFaultLayer(s core.Store, faults []CallFault, stall map[model.Op]time.Duration, latency time.Duration) core.Store {
+	f := &faultLayer{Store: s, faults: map[int]CallFault{}, stall: stall, latency: latency}
 	f.injector, _ = s.(FaultInjector)
 	for _, cf := range faults {
 		if _, dup := f.faults[cf.Call]; !dup {
@@ -67,7 +68,7 @@ func newFaultLayer(s core.Store, faults []CallFault, stall map[model.Op]time.Dur
 }
 
 func faulty[R any](f *faultLayer, op model.Op, call func() (R, error)) (R, error) {
-	if d := f.stall[op]; d > 0 {
+	if d := f.stall[op] + f.latency; d > 0 {
 		time.Sleep(d)
 	}
 	cf, ok := f.faults[int(f.calls.Add(1)-1)]
