@@ -63,12 +63,13 @@ var ErrRunning = errors.New("leasehold: already running")
 // A handler still running is not waited for; its goroutine ends when the
 // handler returns, and what it returns is discarded.
 //
-// Err is what ended the wait: Shutdown's context's error, or for Run its
-// own context's (or the store's ErrClosed); errors.Is(err,
-// context.DeadlineExceeded) (or context.Canceled) holds for a context's.
+// Err is what ended the worker's wait: Shutdown's context's error, or for
+// Run its own context's, ErrClosed when Shutdown stopped it without a
+// deadline or the store was closed. errors.Is(err, context.DeadlineExceeded)
+// (or context.Canceled, ErrClosed) holds for it.
 type ShutdownError struct {
 	Held []Claim
-	Err  error // the context's error
+	Err  error // what ended the wait
 }
 
 // Error names the held tasks.
@@ -417,6 +418,9 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.heldMu.Lock()
 			cause = w.hardErr
 			w.heldMu.Unlock()
+			if cause == nil {
+				cause = ErrClosed // a Shutdown without a deadline
+			}
 		}
 		w.result = &ShutdownError{Held: held, Err: cause}
 	}

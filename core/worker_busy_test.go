@@ -264,3 +264,52 @@ func TestWorkerNamesTheClaimWhoseLastBusySendWasAnsweredBusy(t *testing.T) {
 		})
 	}
 }
+
+// downStore fails every Ack once down is set, as a store the network lost
+// does: the call may or may not have run, and the worker does not send it
+// again. It hides the memory store's batch calls, so successes go by Ack.
+type downStore struct {
+	core.Store
+	down atomic.Bool
+}
+
+func (s *downStore) Ack(ctx context.Context, p core.AckParams) (core.TaskResult, error) {
+	if s.down.Load() {
+		return core.TaskResult{}, errors.New("downStore: connection reset")
+	}
+	return s.Store.Ack(ctx, p)
+}
+
+// A worker that Shutdown stops without a deadline, and whose last outcome
+// cannot be recorded, names the claim it leaves to lapse: Shutdown and Run
+// return a *ShutdownError holding it, with ErrClosed as what ended the run.
+func TestWorkerNamesTheClaimWhoseOutcomeFailedDuringShutdown(t *testing.T) {
+	clk := core.NewFakeClock(t0)
+	s := &downStore{Store: newStore(t, clk)}
+	enqueue(t, s, clk, "t1")
+	begun, release := make(chan struct{}), make(chan struct{})
+	w := newWorker(t, s, clk, func(context.Context, core.Claim, core.Task) ([]byte, error) {
+		close(begun)
+		<-release
+		return nil, nil
+	})
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(context.Background()) }()
+	receive(t, begun)
+	stopped := make(chan error, 1)
+	go func() { stopped <- w.Shutdown(context.Background()) }()
+	waitFor(t, "the worker stops popping", func() bool { return w.Stopping() })
+	s.down.Store(true)
+	close(release)
+	var se *core.ShutdownError
+	err := receive(t, stopped)
+	if !errors.As(err, &se) || !errors.Is(err, core.ErrClosed) || len(se.Held) != 1 || se.Held[0].TaskID != "t1" {
+		t.Fatalf("Shutdown = %v, want a *ShutdownError holding t1 and wrapping ErrClosed", err)
+	}
+	if err := receive(t, ran); !errors.As(err, &se) || len(se.Held) != 1 || se.Held[0].TaskID != "t1" {
+		t.Fatalf("Run = %v, want the same *ShutdownError", err)
+	}
+	if task := mustGet(t, s, "t1"); task.State != core.Running {
+		t.Fatalf("task %v, want running under its lapsing lease", task.State)
+	}
+}
