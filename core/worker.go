@@ -95,6 +95,9 @@ const (
 	DefaultPollMin         = 100 * time.Millisecond
 	DefaultPollMax         = 5 * time.Second
 	DefaultShutdownTimeout = 30 * time.Second
+	// MinDefaultPrefetch is the least prefetch a Worker takes by default
+	// (WithPrefetch): its concurrency, and at least this many.
+	MinDefaultPrefetch = 8
 )
 
 // Worker runs a Handler on the tasks of one queue, with a fixed number of
@@ -308,7 +311,7 @@ func newWorker(store Store, queue string, handler Handler, preset *common, opts 
 		return nil, fmt.Errorf("%w: heartbeat %v must be shorter than the lease %v", ErrInvalidArgument, w.heartbeat, w.lease)
 	}
 	if !w.prefetchSet {
-		w.prefetch = min(w.concurrency, MaxBatch)
+		w.prefetch = min(max(w.concurrency, MinDefaultPrefetch), MaxBatch)
 	}
 	claims := w.concurrency + w.prefetch
 	if w.batch == 0 {

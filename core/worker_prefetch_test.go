@@ -57,6 +57,20 @@ func runningNow(t testing.TB, s core.Store) int {
 }
 
 func TestWorkerPrefetchOverlapsTheCallWithTheNextHandler(t *testing.T) {
+	// At concurrency 1 the default prefetch is MinDefaultPrefetch.
+	for _, c := range []struct {
+		name string
+		opts []core.WorkerOption
+		want int32
+	}{{"default", nil, core.MinDefaultPrefetch}, {"prefetch=1", []core.WorkerOption{core.WithPrefetch(1)}, 1}} {
+		t.Run(c.name, func(t *testing.T) { testPrefetchOverlap(t, c.opts, c.want) })
+	}
+}
+
+// testPrefetchOverlap runs 30 quick tasks at concurrency 1 over calls of
+// 2 ms with opts, and wants them run once each, one handler at a time, with
+// up to want tasks claimed ahead.
+func testPrefetchOverlap(t *testing.T, opts []core.WorkerOption, want int32) {
 	clk := core.NewFakeClock(t0)
 	s := newBatchRecStore(t, clk)
 	slowCalls(s, 2*time.Millisecond)
@@ -80,15 +94,15 @@ func TestWorkerPrefetchOverlapsTheCallWithTheNextHandler(t *testing.T) {
 			held.Store(r - 1)
 		}
 		return []byte("ok"), nil
-	}) // concurrency 1, prefetch at its default (1)
+	}, opts...) // concurrency 1
 	stop := started(t, w)
 	waitAcked(t, w, n)
 	stop()
 	if most.Load() != 1 {
 		t.Errorf("%d handlers ran at once at concurrency 1", most.Load())
 	}
-	if held.Load() != 1 {
-		t.Errorf("at most %d task(s) claimed ahead while a handler ran; want 1 (the prefetch of a concurrency-1 worker whose handlers are quick)", held.Load())
+	if held.Load() != want {
+		t.Errorf("at most %d task(s) claimed ahead while a handler ran; want %d (the prefetch of a concurrency-1 worker whose handlers are quick)", held.Load(), want)
 	}
 	for i := range n {
 		id := fmt.Sprintf("t%02d", i)
