@@ -202,20 +202,8 @@ func TestWorkerSendsABusyDecisionOnceMoreWhenItsShutdownTimeoutPasses(t *testing
 	const timeout = time.Minute
 	// Busy until the shutdown timeout passes: only a send after it runs.
 	s.clk, s.busyUntil = clk, clk.Now().Add(timeout)
-	w := newWorker(t, store, clk, func(context.Context, core.Claim, core.Task) ([]byte, error) {
-		return nil, nil
-	}, core.WithShutdownTimeout(timeout))
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- w.Run(ctx) }()
-	// Six busy answers: the next pause is 320 ms, long past the moment
-	// the shutdown timeout passes.
-	waitStats(t, w, func(st core.WorkerStats) bool { return st.BusyResends >= 6 })
-	cancel()
-	// The shutdown timer is armed: the worker has stopped popping.
-	blockUntilTimerAt(t, clk, clk.Now().Add(timeout))
-	clk.Advance(timeout)
-	if err := receive(t, ran); err != nil {
+	w, err := runPastShutdownTimeout(t, clk, store, timeout)
+	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	if task := mustGet(t, store, "t1"); task.State != core.Succeeded {
@@ -224,6 +212,27 @@ func TestWorkerSendsABusyDecisionOnceMoreWhenItsShutdownTimeoutPasses(t *testing
 	if st := w.Stats(); st.Acked != 1 || st.BusyResends < 6 {
 		t.Fatalf("stats = %+v, want one ack after 6 busy resends or more", st)
 	}
+}
+
+// runPastShutdownTimeout runs a worker with a no-op handler and the
+// shutdown timeout on store until its decision has been answered busy six
+// times (the next pause, 320 ms, is long past the moment the timeout
+// passes), then ends Run's context, lets the timeout pass on clk and
+// returns the worker and what Run returned.
+func runPastShutdownTimeout(t *testing.T, clk *core.FakeClock, store core.Store, timeout time.Duration) (*core.Worker, error) {
+	t.Helper()
+	w := newWorker(t, store, clk, func(context.Context, core.Claim, core.Task) ([]byte, error) {
+		return nil, nil
+	}, core.WithShutdownTimeout(timeout))
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(ctx) }()
+	waitStats(t, w, func(st core.WorkerStats) bool { return st.BusyResends >= 6 })
+	cancel()
+	// The shutdown timer is armed: the worker has stopped popping.
+	blockUntilTimerAt(t, clk, clk.Now().Add(timeout))
+	clk.Advance(timeout)
+	return w, receive(t, ran)
 }
 
 // A worker whose last send after the shutdown timeout is answered busy too
@@ -236,18 +245,7 @@ func TestWorkerNamesTheClaimWhoseLastBusySendWasAnsweredBusy(t *testing.T) {
 			s, store := newBusyStore(t, clk, batch)
 			enqueue(t, store, clk, "t1")
 			s.busy.Store(-1) // busy for good
-			const timeout = time.Minute
-			w := newWorker(t, store, clk, func(context.Context, core.Claim, core.Task) ([]byte, error) {
-				return nil, nil
-			}, core.WithShutdownTimeout(timeout))
-			ctx, cancel := context.WithCancel(context.Background())
-			ran := make(chan error, 1)
-			go func() { ran <- w.Run(ctx) }()
-			waitStats(t, w, func(st core.WorkerStats) bool { return st.BusyResends >= 6 })
-			cancel()
-			blockUntilTimerAt(t, clk, clk.Now().Add(timeout))
-			clk.Advance(timeout)
-			err := receive(t, ran)
+			w, err := runPastShutdownTimeout(t, clk, store, time.Minute)
 			var se *core.ShutdownError
 			if !errors.As(err, &se) || !errors.Is(err, context.Canceled) || len(se.Held) != 1 || se.Held[0].TaskID != "t1" {
 				t.Fatalf("Run = %v, want a ShutdownError holding t1 and wrapping Run's context's error", err)
