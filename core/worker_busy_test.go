@@ -94,6 +94,17 @@ func newBusyStore(t *testing.T, clk core.Clock, batch bool) (*busyStore, core.St
 	return s, s
 }
 
+// busyForGood returns a fake clock and a store (newBusyStore's, with batch)
+// holding task t1 and answering every decision ErrBusy.
+func busyForGood(t *testing.T, batch bool) (*core.FakeClock, core.Store) {
+	t.Helper()
+	clk := core.NewFakeClock(t0)
+	s, store := newBusyStore(t, clk, batch)
+	enqueue(t, store, clk, "t1")
+	s.busy.Store(-1)
+	return clk, store
+}
+
 // waitStats waits until ok holds of the worker's counters.
 func waitStats(t *testing.T, w *core.Worker, ok func(core.WorkerStats) bool) core.WorkerStats {
 	t.Helper()
@@ -159,10 +170,7 @@ func TestWorkerSendsADecisionTheStoreAnsweredBusyAgain(t *testing.T) {
 func TestWorkerStopsSendingABusyDecisionWhenShutdownEnds(t *testing.T) {
 	for _, batch := range []bool{true, false} {
 		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
-			clk := core.NewFakeClock(t0)
-			s, store := newBusyStore(t, clk, batch)
-			enqueue(t, store, clk, "t1")
-			s.busy.Store(-1) // busy for good
+			clk, store := busyForGood(t, batch)
 			w := newWorker(t, store, clk, func(context.Context, core.Claim, core.Task) ([]byte, error) {
 				return nil, nil
 			})
@@ -241,10 +249,7 @@ func runPastShutdownTimeout(t *testing.T, clk *core.FakeClock, store core.Store,
 func TestWorkerNamesTheClaimWhoseLastBusySendWasAnsweredBusy(t *testing.T) {
 	for _, batch := range []bool{true, false} {
 		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
-			clk := core.NewFakeClock(t0)
-			s, store := newBusyStore(t, clk, batch)
-			enqueue(t, store, clk, "t1")
-			s.busy.Store(-1) // busy for good
+			clk, store := busyForGood(t, batch)
 			w, err := runPastShutdownTimeout(t, clk, store, time.Minute)
 			var se *core.ShutdownError
 			if !errors.As(err, &se) || !errors.Is(err, context.Canceled) || len(se.Held) != 1 || se.Held[0].TaskID != "t1" {

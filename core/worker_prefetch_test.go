@@ -144,14 +144,25 @@ func TestWorkerDoesNotPrefetchBehindSlowHandlers(t *testing.T) {
 	}
 }
 
-func TestWorkerKeepsThePrefetchedTasksLeaseAliveAndRunsItAtShutdown(t *testing.T) {
+// quick is the number of tasks quickTasks enqueues.
+const quick = 6
+
+// quickTasks returns a fake clock and a store whose calls take call, with
+// quick tasks q0, q1, … enqueued: the first handlers a prefetch test runs
+// no-op on them to open the gate.
+func quickTasks(t *testing.T, call time.Duration) (*core.FakeClock, *batchRecStore) {
+	t.Helper()
 	clk := core.NewFakeClock(t0)
 	s := newBatchRecStore(t, clk)
-	slowCalls(s, 5*time.Millisecond)
-	const quick = 6
+	slowCalls(s, call)
 	for i := range quick {
 		enqueue(t, s, clk, fmt.Sprintf("q%d", i))
 	}
+	return clk, s
+}
+
+func TestWorkerKeepsThePrefetchedTasksLeaseAliveAndRunsItAtShutdown(t *testing.T) {
+	clk, s := quickTasks(t, 5*time.Millisecond)
 	enqueue(t, s, clk, "long")
 	enqueue(t, s, clk, "next")
 	begun, release := make(chan struct{}), make(chan struct{})
@@ -249,13 +260,7 @@ func TestWithPrefetchRefusesOutOfRange(t *testing.T) {
 }
 
 func TestWorkerPopsARetriedTaskAtOnceWhilePrefetching(t *testing.T) {
-	clk := core.NewFakeClock(t0)
-	s := newBatchRecStore(t, clk)
-	slowCalls(s, 2*time.Millisecond)
-	const quick = 6
-	for i := range quick {
-		enqueue(t, s, clk, fmt.Sprintf("q%d", i))
-	}
+	clk, s := quickTasks(t, 2*time.Millisecond)
 	enqueue(t, s, clk, "flaky")
 	var attempts atomic.Int32
 	w := newWorker(t, s, clk, func(_ context.Context, c core.Claim, task core.Task) ([]byte, error) {
