@@ -28,7 +28,10 @@
 //     concurrent Enqueue calls meet, and PlanOptions.ProducerTwins adds
 //     producers racing the first), rounds as barriers. Check checks the
 //     history with porcupine's CheckOperationsVerbose and a timeout;
-//     Unknown (out of time) is a failure like Illegal, never a pass.
+//     Unknown (out of time) is a failure like Illegal, never a pass. A
+//     history with calls whose answer was lost is checked first without
+//     them (a linearization in which they did not happen is one of the
+//     whole history), then, when that finds none, whole.
 //   - Run draws, executes and checks histories until a budget runs out and
 //     saves each violation: the plan (plan.json, plan.txt), the history
 //     (history.json, which `leasehold check --replay` reads) and porcupine's

@@ -1,8 +1,11 @@
 package linearizability
 
 import (
+	"compress/gzip"
+	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -342,5 +345,60 @@ func TestDescriptionsAreReadable(t *testing.T) {
 	}
 	if got, want := describeQueue(b.q, FakeEpoch), "q seq=2: [a running v2 attempt=1/3 token=2 deadline=+2ms]"; got != want {
 		t.Errorf("describeQueue:\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestCheckFindsTheWitnessWhereLostCallsDidNotHappen checks a history of
+// a Redis failover (WithReplicaAcks, 304 operations) whose four Enqueues
+// met the dead master and got no answer: checked whole, it holds so many
+// possible states (each lost Enqueue at each clock reading it may have
+// taken) that the check ran out of six minutes; without the lost calls it
+// is linearizable, and so is the whole history (they did not happen).
+func TestCheckFindsTheWitnessWhereLostCallsDidNotHappen(t *testing.T) {
+	f, err := os.Open(filepath.Join("testdata", "failover-lost-enqueues.json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h History
+	if err := json.NewDecoder(z).Decode(&h); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.Indeterminate(); n != 4 || len(h.Operations) != 304 {
+		t.Fatalf("history of %d operations, %d indeterminate; want 304 and 4", len(h.Operations), n)
+	}
+	v := Check(&h, 5*time.Second)
+	if v.Result != porcupine.Ok || !v.WithoutIndeterminate {
+		t.Errorf("Check = %v (without the indeterminate calls: %v) in %v, want Ok without them", v.Result, v.WithoutIndeterminate, v.Elapsed)
+	}
+}
+
+// TestCheckTakesTheLostCallsIntoAccountWhenSeen: a lost Enqueue whose task
+// a Pop then claims took effect, so the history without it is not
+// linearizable and the whole one is checked (Ok); a transaction whose
+// commit's answer was lost is never left out, since its statements'
+// answers must fit the state it met (one that no state explains is
+// Illegal, though the history without it would be Ok).
+func TestCheckTakesTheLostCallsIntoAccountWhenSeen(t *testing.T) {
+	b := newBuilder(t)
+	enq := b.do(0, 0, 1, enqueue("a"))
+	enq.Output = Output{Indeterminate: true, ErrText: "connection reset"}
+	enq.Input.NowCandidates = []time.Time{b.now}
+	b.do(1, 2, 3, pop(time.Second))
+	if v := Check(&b.h, 10*time.Second); v.Result != porcupine.Ok || v.WithoutIndeterminate {
+		t.Errorf("a lost Enqueue whose task was claimed: %v (without the lost call: %v), want Ok with it", v.Result, v.WithoutIndeterminate)
+	}
+
+	b = newBuilder(t)
+	b.do(0, 0, 1, enqueue("a"))
+	tx := b.tx(1, 2, 3, true, "", false, enqueue("a"))
+	tx.Output.Indeterminate = true
+	tx.Output.Tx[0] = Output{Now: b.now, Task: &model.Task{Queue: "q", ID: "a", State: model.Ready, Version: 9, MaxAttempts: 3, EnqueuedAt: b.now}}
+	if v := Check(&b.h, 10*time.Second); v.Result != porcupine.Illegal {
+		t.Errorf("a transaction, its commit's answer lost, whose Enqueue of a taken ID was answered with a task: %v, want Illegal", v.Result)
 	}
 }

@@ -385,8 +385,12 @@ func replay(f *checkFlags, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "leasehold check: %v\n", err)
 		html = ""
 	}
-	fmt.Fprintf(stdout, "%s: %s history of %d operations (%d indeterminate), seed %d, %s time: %s (checked in %v)\n",
-		f.replay, h.Adapter, len(h.Operations), h.Indeterminate(), h.Seed, h.Mode, v.Result, v.Elapsed.Round(time.Microsecond))
+	how := ""
+	if v.WithoutIndeterminate {
+		how = ", a linearization in which the indeterminate calls did not happen"
+	}
+	fmt.Fprintf(stdout, "%s: %s history of %d operations (%d indeterminate), seed %d, %s time: %s (checked in %v%s)\n",
+		f.replay, h.Adapter, len(h.Operations), h.Indeterminate(), h.Seed, h.Mode, v.Result, v.Elapsed.Round(time.Microsecond), how)
 	if html != "" {
 		fmt.Fprintf(stdout, "visualization: %s\n", html)
 	}
