@@ -30,8 +30,9 @@
 //     history with porcupine's CheckOperationsVerbose and a timeout;
 //     Unknown (out of time) is a failure like Illegal, never a pass. A
 //     history with calls whose answer was lost is checked first without
-//     them (a linearization in which they did not happen is one of the
-//     whole history), then, when that finds none, whole.
+//     them, then with each of them alone (a linearization in which the
+//     others did not happen is one of the whole history), and only when
+//     none of those is linearizable, whole.
 //   - Run draws, executes and checks histories until a budget runs out and
 //     saves each violation: the plan (plan.json, plan.txt), the history
 //     (history.json, which `leasehold check --replay` reads) and porcupine's

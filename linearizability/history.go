@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -67,8 +68,8 @@ type Verdict struct {
 	// Elapsed is the time the check took.
 	Elapsed time.Duration
 	// WithoutIndeterminate is set when the verdict (Ok) is that of the
-	// history without its indeterminate operations (see Check); Info then
-	// draws that history.
+	// history without all or all but one of its indeterminate operations
+	// (see Check); Info then draws that history.
 	WithoutIndeterminate bool
 }
 
@@ -79,32 +80,56 @@ func (v Verdict) OK() bool { return v.Result == porcupine.Ok }
 // after timeout (0: no limit) with the result Unknown.
 //
 // A history with indeterminate operations (calls whose answer was lost) is
-// first checked without them: the model lets each of them not have
-// happened (its state unchanged, any answer accepted; see step), and such
-// an operation can take its place anywhere in its interval, so a
-// linearization of the other operations is one of the whole history. (A
-// transaction whose commit's answer was lost stays: the answers its
-// statements gave before must still fit the state it met.) It
-// is found in milliseconds where the whole history can take minutes: every
-// indeterminate operation multiplies the states the check carries by the
-// clock readings it may have taken effect at. When there is none (one of
-// them took effect and was seen), the whole history is checked, with a
-// timeout of its own.
+// first checked without them, then with each of them alone: the model
+// lets such an operation not have happened (its state unchanged, any
+// answer accepted; see step), and it can take its place anywhere in its
+// interval, so a linearization of a history without some of them is one
+// of the whole history. (A transaction whose commit's answer was lost
+// always stays: the answers its statements gave must fit the state it
+// met.) Such a linearization is found in milliseconds to a second where
+// the whole history can take many minutes: every indeterminate operation
+// multiplies the states the check carries by the clock readings it may
+// have taken effect at. These tries share one timeout; when none of them
+// finds a linearization, the whole history is checked, with a timeout of
+// its own.
 func Check(h *History, timeout time.Duration) Verdict {
-	if h.Indeterminate() == 0 {
+	var lost []int
+	for i, op := range h.Operations {
+		if op.Output.Indeterminate && op.Input.Tx == nil {
+			lost = append(lost, i)
+		}
+	}
+	if len(lost) == 0 {
 		return check(h, timeout)
 	}
 	start := time.Now()
-	known := *h
-	known.Operations = make([]Operation, 0, len(h.Operations))
-	for _, op := range h.Operations {
-		if !op.Output.Indeterminate || op.Input.Tx != nil {
-			known.Operations = append(known.Operations, op)
+	// keeping: the history with, of the lost calls, only lost[k] (k < 0:
+	// none of them).
+	keeping := func(k int) *History {
+		sub := *h
+		sub.Operations = make([]Operation, 0, len(h.Operations))
+		for i, op := range h.Operations {
+			if !slices.Contains(lost, i) || (k >= 0 && i == lost[k]) {
+				sub.Operations = append(sub.Operations, op)
+			}
 		}
+		return &sub
 	}
-	if v := check(&known, timeout); v.OK() {
-		v.WithoutIndeterminate, v.Elapsed = true, time.Since(start)
-		return v
+	tries := len(lost) + 1
+	if len(lost) == 1 {
+		tries = 1 // with it is the whole history
+	}
+	for k := -1; k < tries-1; k++ {
+		left := timeout
+		if timeout > 0 {
+			if left = timeout - time.Since(start); left <= 0 {
+				break
+			}
+		}
+		if v := check(keeping(k), left); v.OK() {
+			v.WithoutIndeterminate, v.Elapsed = true, time.Since(start)
+			return v
+		}
 	}
 	v := check(h, timeout)
 	v.Elapsed = time.Since(start)

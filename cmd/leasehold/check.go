@@ -387,7 +387,7 @@ func replay(f *checkFlags, stdout, stderr io.Writer) int {
 	}
 	how := ""
 	if v.WithoutIndeterminate {
-		how = ", a linearization in which the indeterminate calls did not happen"
+		how = ", found with all or all but one of the indeterminate calls left out"
 	}
 	fmt.Fprintf(stdout, "%s: %s history of %d operations (%d indeterminate), seed %d, %s time: %s (checked in %v%s)\n",
 		f.replay, h.Adapter, len(h.Operations), h.Indeterminate(), h.Seed, h.Mode, v.Result, v.Elapsed.Round(time.Microsecond), how)
