@@ -173,7 +173,8 @@
 //
 // One damaged row does not stop its queue (see "Damaged records" in package
 // model). A row whose values are out of their ranges (an unknown state, a
-// version below 1), whose error history is not a JSON array of entries, or
+// version below 1, no enqueue time), whose error history is not a JSON
+// array of entries (JSON null, or an array holding a null, included), or
 // whose fields disagree with its state (a Running task without a deadline,
 // a queued one holding a token) is a damaged record. The scans (Promote,
 // Pop, ClaimExpired, RecoverExpired) set such a row they reach aside in

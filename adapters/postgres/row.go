@@ -109,7 +109,7 @@ func (r *rawTask) decode() (model.Task, error) {
 		return bad("version %d", r.version)
 	case r.token < 0:
 		return bad("claim token %d", r.token)
-	case r.enqueuedAt == nil:
+	case t.EnqueuedAt.IsZero(): // NULL, or the one value that decodes to the zero time
 		return bad("no enqueue time")
 	case r.timeout < 0 || r.timeout > int64(model.MaxDuration):
 		return bad("attempt timeout %d ns", r.timeout)
@@ -133,15 +133,26 @@ func nilIfEmpty(b []byte) []byte {
 }
 
 func decodeErrors(text string) ([]model.TaskError, error) {
-	var entries []errorEntry
+	// Pointers, so that a null entry is told from an empty object; JSON
+	// null as a whole leaves entries nil, an empty array does not. Either
+	// null would otherwise decode as a sound history, and a write that
+	// appends to it (which leaves a column that is not an array as it is)
+	// would lose its entry.
+	var entries []*errorEntry
 	if err := json.Unmarshal([]byte(text), &entries); err != nil {
 		return nil, fmt.Errorf("not a JSON array of errors: %v", err)
+	}
+	if entries == nil {
+		return nil, fmt.Errorf("not a JSON array of errors: null")
 	}
 	if len(entries) == 0 {
 		return nil, nil
 	}
 	out := make([]model.TaskError, len(entries))
 	for k, e := range entries {
+		if e == nil {
+			return nil, fmt.Errorf("error %d is null", k)
+		}
 		out[k] = model.TaskError{Attempt: e.Attempt, Message: e.Message, LeaseExpired: e.LeaseExpired, Cancelled: e.Cancelled}
 		if e.MessageBytes != nil {
 			b, err := base64.StdEncoding.DecodeString(*e.MessageBytes)

@@ -173,6 +173,8 @@ func TestDamagedRowsAreSetAside(t *testing.T) {
 	damage := map[string]string{
 		"unknown state":           `UPDATE %s.tasks SET state = 9`,
 		"errors not an array":     `UPDATE %s.tasks SET errors = '{"a": 1}'`,
+		"errors JSON null":        `UPDATE %s.tasks SET errors = 'null'`,
+		"errors holding null":     `UPDATE %s.tasks SET errors = '[null]'`,
 		"running without a claim": `UPDATE %s.tasks SET claim_token = 0`,
 		"priority out of range":   `UPDATE %s.tasks SET priority = 99999`,
 		"negative timeout":        `UPDATE %s.tasks SET timeout_ns = -1`,

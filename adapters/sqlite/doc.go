@@ -149,7 +149,8 @@
 // processes recovering at once recover each task once.
 //
 // A row that does not decode (an unknown state, an error history that is not
-// a JSON array, a time that is not an integer, ...) or whose fields disagree
+// a JSON array of entries, JSON null included, a time that is not an
+// integer, ...) or whose fields disagree
 // with its state (a Running task without a deadline, a queued one holding a
 // token, ...) makes the operation that reads it fail with an error wrapping
 // core.ErrCorrupt, and roll back. ClaimExpired and RecoverExpired first look

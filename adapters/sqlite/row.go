@@ -349,9 +349,18 @@ func (d *decoder) errors(i int, col string) []model.TaskError {
 		d.fail(col, v, "not JSON text")
 		return nil
 	}
-	var entries []errorEntry
+	// Pointers, so that a null entry is told from an empty object; JSON
+	// null as a whole leaves entries nil, an empty array does not. Either
+	// null would otherwise decode as a sound history, and a write that
+	// appends to it (which leaves a column that is not an array as it is)
+	// would lose its entry.
+	var entries []*errorEntry
 	if err := json.Unmarshal(text, &entries); err != nil {
 		d.fail(col, string(text), "not a JSON array of errors: "+err.Error())
+		return nil
+	}
+	if entries == nil {
+		d.fail(col, string(text), "not a JSON array of errors")
 		return nil
 	}
 	if len(entries) == 0 {
@@ -359,6 +368,10 @@ func (d *decoder) errors(i int, col string) []model.TaskError {
 	}
 	out := make([]model.TaskError, len(entries))
 	for k, e := range entries {
+		if e == nil {
+			d.fail(col, string(text), fmt.Sprintf("error %d is null", k))
+			return nil
+		}
 		out[k] = model.TaskError{Attempt: e.Attempt, Message: e.Message, LeaseExpired: e.LeaseExpired, Cancelled: e.Cancelled}
 		if e.MessageBytes != nil {
 			b, err := base64.StdEncoding.DecodeString(*e.MessageBytes)

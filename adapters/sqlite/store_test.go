@@ -212,6 +212,8 @@ func TestCorruptRowsAreReportedAndChangeNothing(t *testing.T) {
 	}{
 		{"an error history that is not JSON", `UPDATE tasks SET errors = '{not json' WHERE id = 'ready'`, nil},
 		{"an error history that is not an array", `UPDATE tasks SET errors = '{"attempt": 1}' WHERE id = 'ready'`, nil},
+		{"an error history that is JSON null", `UPDATE tasks SET errors = 'null' WHERE id = 'ready'`, nil},
+		{"an error history holding null", `UPDATE tasks SET errors = '[null]' WHERE id = 'ready'`, nil},
 		{"an enqueue time that is text", `UPDATE tasks SET enqueued_at = 'yesterday' WHERE id = 'ready'`, nil},
 		{"a priority out of range", `UPDATE tasks SET priority = 99999 WHERE id = 'ready'`, nil},
 		{"no attempts allowed", `UPDATE tasks SET max_attempts = 0 WHERE id = 'ready'`, nil},
