@@ -42,6 +42,7 @@ fuzz:
 	LEASEHOLD_FAILOVERS=5 $(GO) test ./linearizability/ -count=1 -run 'TestClusterFailoverHistories' -timeout 20m
 	$(GO) test ./adapters/redis/ -run '^$$' -fuzz '^FuzzDecodeTask$$' -fuzztime 60s
 	$(GO) test ./adapters/sqlite/ -run '^$$' -fuzz '^FuzzDecodeTask$$' -fuzztime 60s
+	$(GO) test ./adapters/postgres/ -run '^$$' -fuzz '^FuzzDecodeTask$$' -fuzztime 60s
 
 # The mutant catalogue: each historical bug must be caught by the harness.
 mutants:

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/internal/damagetest"
 	"github.com/leasehold/leasehold/model"
 )
 
@@ -26,9 +27,9 @@ func rowOf(t model.Task) [numColumns]any {
 // FuzzDecodeTask damages columns of a stored row with values of any type
 // the driver can hand back (NULL, an integer, a float, text, a blob): the
 // decoding never panics, a row that does not decode is ErrCorrupt, and a
-// row that does decodes to a sound task, which stored again decodes to
-// itself. The seeds are a Ready, a Running and a finished task; `make
-// fuzz` runs it for a minute.
+// row that does decodes to a sound task whose history the statements can
+// append to, which stored again decodes to itself. The seeds are a Ready,
+// a Running and a finished task; `make fuzz` runs it for a minute.
 func FuzzDecodeTask(f *testing.F) {
 	at := time.UnixMicro(1_700_000_000_000_000).UTC()
 	bases := []model.Task{
@@ -47,6 +48,8 @@ func FuzzDecodeTask(f *testing.F) {
 	}
 	f.Add(uint8(1), uint32(1<<colErrors), int64(2), 0.5, `[{"attempt":1,"message_bytes":"!!"}]`, []byte("[]"))
 	f.Add(uint8(0), uint32(1<<colState|1<<colQuarantine), int64(6), 0.0, "set aside", []byte(nil))
+	f.Add(uint8(1), uint32(1<<colErrors), int64(4), 0.0, "null", []byte(nil))  // text
+	f.Add(uint8(2), uint32(1<<colErrors), int64(5), 0.0, "", []byte("[null]")) // a blob
 	f.Fuzz(func(t *testing.T, base uint8, mask uint32, n int64, x float64, s string, b []byte) {
 		raw := rowOf(bases[int(base)%len(bases)])
 		for i := range raw {
@@ -78,6 +81,10 @@ func FuzzDecodeTask(f *testing.F) {
 		}
 		if why := unsound(task); why != "" {
 			t.Fatalf("decodeTask(%v) = %+v: %s", raw, task, why)
+		}
+		if text, ok := raw[colErrors].(string); ok && !damagetest.Appendable([]byte(text)) ||
+			!ok && !damagetest.Appendable(raw[colErrors].([]byte)) {
+			t.Fatalf("decodeTask(%v) = %+v, but an error appended to its history would be lost", raw, task)
 		}
 		again, err := decodeTask(rowOf(task))
 		if err != nil || !reflect.DeepEqual(again, task) {

@@ -1,10 +1,12 @@
 // Package damagetest holds a scenario of damaged records that the SQLite
-// and PostgreSQL adapters run through test hooks of their own: the moment
-// between an AckBatch's undone attempt and the one that commits.
+// and PostgreSQL adapters run through test hooks of their own (the moment
+// between an AckBatch's undone attempt and the one that commits), and the
+// check their decoders' fuzz tests make of an error history.
 package damagetest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -74,4 +76,22 @@ func AckBatchAnsweredAsOfTheCommittingTransaction(t *testing.T, open func(clock 
 	if err != nil || got.State != model.Quarantined {
 		t.Fatalf("Get(a): %+v, %v; want it set aside", got, err)
 	}
+}
+
+// Appendable says whether an error history, as stored, is one the SQL of
+// both adapters appends an entry to: a JSON array, of objects. A column
+// that is not an array is left as it is by the append, so a decoder that
+// took one for a sound history (JSON null decodes as no entries) would let
+// a Fail commit without its error.
+func Appendable(text []byte) bool {
+	var elems []json.RawMessage
+	if err := json.Unmarshal(text, &elems); err != nil || elems == nil {
+		return false
+	}
+	for _, e := range elems {
+		if len(e) == 0 || e[0] != '{' {
+			return false
+		}
+	}
+	return true
 }
