@@ -184,3 +184,31 @@ func BenchmarkEnqueue(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEnqueueBatch adds tasks by EnqueueBatch calls of size tasks
+// each, from one goroutine; ns/op is one task added.
+func BenchmarkEnqueueBatch(b *testing.B) {
+	ctx := context.Background()
+	for _, size := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
+			s := newStore(b)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i += size {
+				tasks := make([]model.EnqueueArgs, min(size, b.N-i))
+				for j := range tasks {
+					tasks[j] = model.EnqueueArgs{ID: fmt.Sprintf("task-%08d", i+j), Payload: []byte("payload"), MaxAttempts: 1}
+				}
+				res, err := s.EnqueueBatch(ctx, core.EnqueueBatchParams{Queue: "bench", Tasks: tasks})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, it := range res.Items {
+					if it.Err != nil {
+						b.Fatal(it.Err)
+					}
+				}
+			}
+		})
+	}
+}

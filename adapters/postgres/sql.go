@@ -87,7 +87,7 @@ type queries struct {
 	ensureQueue, ensureQueueFinal, lock, dbNow, dbNowOwn, anyTask, probe, pending string
 
 	enqueue, promote, popReturning, popSelect, popClaim string
-	keyHolder, takeKey                                  string
+	enqueueMany, keyHolder, takeKey                     string
 	extend, ack, fail, retry                            string
 	ackMany                                             string
 	damagedDeadline, claimExpired, requeue, finalize    string
@@ -185,6 +185,35 @@ FROM (SELECT set_config('enable_seqscan', 'off', true), set_config('plan_cache_m
     AND (%[1]s > 0 OR NOT EXISTS (SELECT 1 FROM {s}.tasks WHERE queue = $1)) -- nothing in a queue whose sequence is missing or reset
   ON CONFLICT (queue, id) DO NOTHING RETURNING version)`+bump+` SELECT version FROM u`,
 			seqBase, model.Scheduled, model.Ready, model.Running),
+
+		// EnqueueBatch's items in one statement, for a batch without a
+		// unique key on a store without a capacity: $1 queue, $2 IDs, $3
+		// payloads, $4 priorities, $5 states, $6 max attempts, $7 run
+		// after (NULL: none), $8 attempt timeouts (ns), $9 now. The first
+		// item of each ID whose ID no row of the queue holds is added,
+		// stamped with the sequence's value + its rank among those added,
+		// in the order of the batch; the others add nothing (the caller
+		// probes their IDs, as Enqueue's caller does). The queue's lock is
+		// held, so no other transaction adds a row in between: every row
+		// the statement means to add is added, and the sequence advances
+		// by their number. Each ID is looked up by the primary key on its
+		// own (a lateral LIMIT 1): written as NOT EXISTS, the generic plan
+		// ran the lookups as an anti join reading every task of the queue
+		// (TestEnqueueBatchLooksUpItsIDsAlone).
+		enqueueMany: f(`WITH items AS (
+  SELECT * FROM unnest($2::bytea[], $3::bytea[], $4::integer[], $5::smallint[], $6::bigint[], $7::bigint[], $8::bigint[])
+    WITH ORDINALITY AS i(id, payload, priority, state, max_attempts, run_after, timeout_ns, ord)
+), firsts AS (
+  SELECT DISTINCT ON (id) * FROM items ORDER BY id, ord
+), fresh AS (
+  SELECT f.*, row_number() OVER (ORDER BY f.ord) AS rank FROM firsts f
+  LEFT JOIN LATERAL (SELECT true AS taken FROM {s}.tasks t WHERE t.queue = $1 AND t.id = f.id LIMIT 1) h ON true
+  WHERE h.taken IS NULL
+), u AS (
+  INSERT INTO {s}.tasks (queue, id, payload, priority, state, attempt, max_attempts, version, claim_token, enqueued_at, run_after, errors, timeout_ns)
+  SELECT $1::text, id, payload, priority, state, 0, max_attempts, %[1]s + rank, 0, $9::bigint, run_after, '[]', timeout_ns FROM fresh
+  WHERE %[1]s > 0 OR NOT EXISTS (SELECT 1 FROM {s}.tasks WHERE queue = $1) -- nothing in a queue whose sequence is missing or reset
+  RETURNING id, version)`+bump+` SELECT id, version FROM u`, seqBase),
 
 		// $1 queue, $2 now, $3 limit (NULL: none)
 		// Every promoted row comes back whole, so that a damaged one is
