@@ -160,7 +160,10 @@
 // over several pages. Three such fills in four are one EnqueueBatch of
 // every task where the store is a core.BatchStore (Step.Batched), the
 // others one Enqueue per task: hundreds of calls in a row are most of a
-// history's time on a store over the network. One plan in four gives the
+// history's time on a store over the network. Half the batches also name
+// the plan's task IDs, which may be taken, and their own first ID again
+// (Step.Taken), so that a batch's refused items (ErrConflict) sit among
+// the ones it adds. One plan in four gives the
 // stores clock readings with a fraction of a microsecond (Plan.SubMicro);
 // the recorder keeps the whole-microsecond reading, and the model accepts
 // an answer only if every time in it is whole microseconds, as core.Store

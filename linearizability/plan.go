@@ -231,6 +231,11 @@ type Step struct {
 	// Batched makes an Enqueue of N above 1 one EnqueueBatch call of all N
 	// tasks on a store that is a core.BatchStore (one call each on another).
 	Batched bool `json:"batched,omitempty"`
+	// Taken makes a Batched fill's batch also name IDs that may be taken:
+	// every ID of Plan.Tasks, among its own, and its first item again at
+	// the end, so that some of its items are refused (ErrConflict) and
+	// the others still added, each answered on its own.
+	Taken bool `json:"taken,omitempty"`
 	// Pick chooses the claim a decision (Extend, Ack, Fail, Retry; Requeue,
 	// Finalize) uses: 0 the newest claim the client holds and has not
 	// decided yet, 1 the one before; 2 the last claim it already decided
@@ -407,6 +412,9 @@ func (p *Plan) describeStep(s Step) string {
 			id = fmt.Sprintf("%d in bulk", s.N)
 			if s.Batched {
 				id += ", one batch"
+			}
+			if s.Taken {
+				id += " naming taken IDs"
 			}
 		}
 		d = fmt.Sprintf("%s/%s p%d a%d +%s", q, id, s.Priority, s.Attempts, ms(s.Delay))

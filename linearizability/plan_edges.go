@@ -42,6 +42,8 @@ func drawBulk(t *rapid.T, p *Plan) []Step {
 	// fill of one call per task is hundreds of round trips on a store over
 	// the network, most of a PostgreSQL run's time.
 	fill.Batched = rapid.IntRange(0, 3).Draw(t, "bulk batched") > 0
+	// One batch in two also names IDs that may be taken (Step.Taken).
+	fill.Taken = fill.Batched && rapid.Bool().Draw(t, "bulk taken")
 	list := func(s model.State) Step { return Step{Kind: List, Queue: q, State: s, N: model.MaxBatch} }
 	if rapid.IntRange(0, 3).Draw(t, "bulk scheduled") == 3 {
 		fill.Delay = msDur(1)
@@ -97,6 +99,17 @@ func (a *actor) fill(ctx context.Context, s Step) {
 			items[i] = model.EnqueueArgs{ID: bulkID(a.index, a.enqueued), Payload: []byte(a.name), Priority: s.Priority,
 				RunAfter: runAfter, MaxAttempts: s.Attempts, Timeout: s.Timeout}
 			a.enqueued++
+		}
+		if s.Taken {
+			// The plan's task IDs in the middle of the batch, and its first
+			// item again at its end.
+			taken := make([]model.EnqueueArgs, 0, len(a.plan.Tasks)+1)
+			for _, id := range a.plan.Tasks {
+				it := items[0]
+				it.ID = id
+				taken = append(taken, it)
+			}
+			items = slices.Concat(items[:len(items)/2], taken, items[len(items)/2:], items[:1])
 		}
 		r, err := a.store.(enqueueBatcher).EnqueueBatch(ctx, core.EnqueueBatchParams{Queue: q, Tasks: items})
 		if err == nil {

@@ -188,18 +188,24 @@ func TestHarnessCatchesEdgeBugs(t *testing.T) {
 
 // TestBatchedBulkIsOneEnqueueBatch runs bulk plans on a memory store with
 // its batch calls: a Batched fill is one recorded EnqueueBatch of all its
-// tasks, and the history is linearizable.
+// tasks (and, Taken, of the plan's task IDs and its first item again, the
+// last of which is always refused as taken), and the history is
+// linearizable.
 func TestBatchedBulkIsOneEnqueueBatch(t *testing.T) {
 	gen := linearizability.Plans(linearizability.PlanOptions{Mode: linearizability.FakeTime})
-	batches := 0
-	for seed := 0; seed < 400 && batches < 5; seed++ {
+	batches, taken := 0, 0
+	for seed := 0; seed < 400 && (batches < 5 || taken < 2); seed++ {
 		p := gen.Example(seed)
 		want := map[int]bool{}
 		for _, c := range p.Clients {
 			for _, steps := range c.Rounds {
 				for _, s := range steps {
 					if s.Kind == linearizability.Enqueue && s.N > 1 && s.Batched {
-						want[s.N] = true
+						n := s.N
+						if s.Taken {
+							n += len(p.Tasks) + 1
+						}
+						want[n] = true
 					}
 				}
 			}
@@ -220,13 +226,20 @@ func TestBatchedBulkIsOneEnqueueBatch(t *testing.T) {
 			if op.Input.Op == model.OpEnqueueBatch && want[len(op.Input.Batch)] {
 				batches++
 				delete(want, len(op.Input.Batch))
+				b := op.Input.Batch
+				if b[len(b)-1].ID == b[0].ID {
+					taken++
+					if items := op.Output.Items; len(items) != len(b) || items[len(b)-1].Err != "conflict" {
+						t.Errorf("seed %d: a batch naming its first ID again: last item %+v, want conflict", seed, items[len(items)-1])
+					}
+				}
 			}
 		}
 		if len(want) > 0 {
 			t.Errorf("seed %d: no EnqueueBatch of %v tasks in the history", seed, want)
 		}
 	}
-	if batches < 5 {
-		t.Errorf("%d batched fills in 400 plans", batches)
+	if batches < 5 || taken < 2 {
+		t.Errorf("%d batched fills in 400 plans, %d of them naming taken IDs", batches, taken)
 	}
 }
