@@ -2,12 +2,9 @@ package postgres
 
 import (
 	"encoding/json"
-	"errors"
 	"reflect"
 	"testing"
-	"time"
 
-	"github.com/leasehold/leasehold/core"
 	"github.com/leasehold/leasehold/internal/damagetest"
 	"github.com/leasehold/leasehold/model"
 )
@@ -45,16 +42,7 @@ func rawOf(tb testing.TB, t model.Task) rawTask {
 // which stored again decodes to itself. The seeds are a Ready, a Running
 // and a finished task; `make fuzz` runs it for a minute.
 func FuzzDecodeTask(f *testing.F) {
-	at := time.UnixMicro(1_700_000_000_000_000).UTC()
-	bases := []model.Task{
-		{Queue: "q", ID: "ready", Payload: []byte("p"), State: model.Ready, MaxAttempts: 3, Version: 1, EnqueuedAt: at},
-		{Queue: "q", ID: "running", State: model.Running, Attempt: 2, MaxAttempts: 3, Version: 9, ClaimToken: 9,
-			EnqueuedAt: at, ClaimedAt: at, Deadline: at.Add(time.Minute), Timeout: time.Second,
-			Errors: []model.TaskError{{Attempt: 1, At: at, Message: "not \xffUTF-8 \x00", LeaseExpired: true}}},
-		{Queue: "q", ID: "done", State: model.Succeeded, Attempt: 1, MaxAttempts: 1, Version: 4, ClaimToken: 3,
-			EnqueuedAt: at, ClaimedAt: at, FinishedAt: at, Result: []byte("r"), UniqueKey: "k", UniqueUntil: at.Add(time.Hour),
-			Errors: []model.TaskError{{Attempt: 1, At: at, Message: "cancelled", Cancelled: true}}},
-	}
+	bases := damagetest.Bases()
 	for i, b := range bases {
 		r := rawOf(f, b)
 		if got, err := r.decode(); err != nil || !reflect.DeepEqual(got, b) {
@@ -130,25 +118,9 @@ func FuzzDecodeTask(f *testing.F) {
 			}
 		}
 		task, err := r.decode()
-		if err != nil {
-			if !errors.Is(err, core.ErrCorrupt) {
-				t.Fatalf("decode(%+v) = %v, want ErrCorrupt", r, err)
-			}
-			return
-		}
-		if task.State == model.Quarantined {
-			return
-		}
-		if why := unsound(task); why != "" {
-			t.Fatalf("decode(%+v) = %+v: %s", r, task, why)
-		}
-		if !damagetest.Appendable([]byte(r.errors)) {
-			t.Fatalf("decode(%+v) = %+v, but an error appended to its history %q would be lost", r, task, r.errors)
-		}
-		stored := rawOf(t, task)
-		again, err := stored.decode()
-		if err != nil || !reflect.DeepEqual(again, task) {
-			t.Fatalf("%+v decoded to %+v, stored again to %+v, %v", r, task, again, err)
-		}
+		damagetest.CheckDecoded(t, r, task, err, unsound, []byte(r.errors), func(task model.Task) (model.Task, error) {
+			stored := rawOf(t, task)
+			return stored.decode()
+		})
 	})
 }

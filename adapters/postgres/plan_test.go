@@ -40,6 +40,47 @@ func oneConnectionStore(t *testing.T) (*postgres.Store, *pgxpool.Pool, string) {
 	return s, pool, schema
 }
 
+// enqueueIDs adds the tasks prefix+from .. prefix+(from+n-1) to queue q of
+// s, in EnqueueBatch calls of at most size tasks, each of which must be
+// added.
+func enqueueIDs(t *testing.T, s *postgres.Store, prefix string, from, n, size int) {
+	t.Helper()
+	for i := from; i < from+n; i += size {
+		var tasks []model.EnqueueArgs
+		for j := i; j < min(from+n, i+size); j++ {
+			tasks = append(tasks, model.EnqueueArgs{ID: fmt.Sprintf("%s%06d", prefix, j), MaxAttempts: 1})
+		}
+		res, err := s.EnqueueBatch(context.Background(), core.EnqueueBatchParams{Queue: "q", Tasks: tasks})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range res.Items {
+			if it.Err != nil {
+				t.Fatal(it.Err)
+			}
+		}
+	}
+}
+
+// serverCount returns what query (with the schema's name as $1) counts in
+// the server's statistics, the store's connection's included: it is told
+// to flush its statistics at its next statement, which is then run.
+func serverCount(t *testing.T, pool *pgxpool.Pool, schema, query string) int64 {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `SELECT 1`); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	if err := pool.QueryRow(ctx, query, schema).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // A connection that ran AckBatch while the tasks table was small goes on
 // reading the claimed tasks without a sequential scan of the table once it
 // has grown: a prepared statement's cached generic plan, made on the small
@@ -50,24 +91,7 @@ func TestAckBatchKeepsOffSequentialScansAfterTheTableGrows(t *testing.T) {
 	ctx := context.Background()
 	s, pool, schema := oneConnectionStore(t)
 
-	fill := func(prefix string, n int) {
-		t.Helper()
-		for i := 0; i < n; i += core.MaxBatch {
-			var tasks []model.EnqueueArgs
-			for j := i; j < min(n, i+core.MaxBatch); j++ {
-				tasks = append(tasks, model.EnqueueArgs{ID: fmt.Sprintf("%s%06d", prefix, j), MaxAttempts: 1})
-			}
-			res, err := s.EnqueueBatch(ctx, core.EnqueueBatchParams{Queue: "q", Tasks: tasks})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, it := range res.Items {
-				if it.Err != nil {
-					t.Fatal(it.Err)
-				}
-			}
-		}
-	}
+	fill := func(prefix string, n int) { enqueueIDs(t, s, prefix, 0, n, core.MaxBatch) }
 	r, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Minute, N: 1})
 	if err != nil || len(r.Tasks) != 0 {
 		t.Fatalf("Pop on an empty queue: %d tasks, %v", len(r.Tasks), err)
@@ -104,21 +128,9 @@ func TestAckBatchKeepsOffSequentialScansAfterTheTableGrows(t *testing.T) {
 	fill("b", 5000)
 
 	// seqScans is the number of sequential scans of the tasks table the
-	// server counted, the store's connection's included: it is told to
-	// flush its statistics at its next statement, which is then run.
+	// server counted.
 	seqScans := func() int64 {
-		t.Helper()
-		if _, err := pool.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := pool.Exec(ctx, `SELECT 1`); err != nil {
-			t.Fatal(err)
-		}
-		var n int64
-		if err := pool.QueryRow(ctx, `SELECT seq_scan FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'tasks'`, schema).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
+		return serverCount(t, pool, schema, `SELECT seq_scan FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'tasks'`)
 	}
 	before := seqScans()
 	const n = 30
@@ -187,46 +199,14 @@ func TestStoreStatementsKeepTheirGenericPlans(t *testing.T) {
 // index on each call (4 ms an EnqueueBatch of 10 at 20 000 tasks, against
 // 1 ms). The index entries the server read are counted by its statistics.
 func TestEnqueueBatchLooksUpItsIDsAlone(t *testing.T) {
-	ctx := context.Background()
 	s, pool, schema := oneConnectionStore(t)
-	batch := func(prefix string, from, n int) {
-		t.Helper()
-		var tasks []model.EnqueueArgs
-		for j := from; j < from+n; j++ {
-			tasks = append(tasks, model.EnqueueArgs{ID: fmt.Sprintf("%s%06d", prefix, j), MaxAttempts: 1})
-		}
-		res, err := s.EnqueueBatch(ctx, core.EnqueueBatchParams{Queue: "q", Tasks: tasks})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, it := range res.Items {
-			if it.Err != nil {
-				t.Fatal(it.Err)
-			}
-		}
-	}
-	for i := 0; i < 5000; i += core.MaxBatch {
-		batch("a", i, core.MaxBatch)
-	}
+	enqueueIDs(t, s, "a", 0, 5000, core.MaxBatch)
 	indexReads := func() int64 {
-		t.Helper()
-		if _, err := pool.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := pool.Exec(ctx, `SELECT 1`); err != nil {
-			t.Fatal(err)
-		}
-		var n int64
-		if err := pool.QueryRow(ctx, `SELECT coalesce(sum(idx_tup_read), 0)::bigint FROM pg_stat_user_indexes WHERE schemaname = $1 AND relname = 'tasks'`, schema).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
+		return serverCount(t, pool, schema, `SELECT coalesce(sum(idx_tup_read), 0)::bigint FROM pg_stat_user_indexes WHERE schemaname = $1 AND relname = 'tasks'`)
 	}
 	before := indexReads()
 	const calls, size = 10, 10
-	for i := range calls {
-		batch("b", i*size, size)
-	}
+	enqueueIDs(t, s, "b", 0, calls*size, size)
 	if d := indexReads() - before; d > calls*size*10 {
 		t.Fatalf("%d EnqueueBatches of %d on a queue of 5 000 tasks read %d index entries of the tasks, want at most %d", calls, size, d, calls*size*10)
 	}

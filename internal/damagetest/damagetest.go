@@ -1,13 +1,14 @@
 // Package damagetest holds a scenario of damaged records that the SQLite
 // and PostgreSQL adapters run through test hooks of their own (the moment
 // between an AckBatch's undone attempt and the one that commits), and the
-// check their decoders' fuzz tests make of an error history.
+// checks their decoders' fuzz tests make of what they decoded.
 package damagetest
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -94,4 +95,49 @@ func Appendable(text []byte) bool {
 		}
 	}
 	return true
+}
+
+// CheckDecoded checks what a decoder made of a stored row (row describes
+// it): an error must be core.ErrCorrupt; a task set aside is taken as it
+// is; any other task must be sound (unsound says what is wrong, or ""),
+// with an error history (history, as the row stores it) the SQL can
+// append to, and stored again and decoded (again) it must come back as
+// itself.
+func CheckDecoded(t *testing.T, row any, task model.Task, err error, unsound func(model.Task) string, history []byte, again func(model.Task) (model.Task, error)) {
+	t.Helper()
+	if err != nil {
+		if !errors.Is(err, core.ErrCorrupt) {
+			t.Fatalf("decoding %+v: %v, want ErrCorrupt", row, err)
+		}
+		return
+	}
+	if task.State == model.Quarantined {
+		return
+	}
+	if why := unsound(task); why != "" {
+		t.Fatalf("%+v decoded to %+v: %s", row, task, why)
+	}
+	if !Appendable(history) {
+		t.Fatalf("%+v decoded to %+v, but an error appended to its history %q would be lost", row, task, history)
+	}
+	if back, err := again(task); err != nil || !reflect.DeepEqual(back, task) {
+		t.Fatalf("%+v decoded to %+v, stored again to %+v, %v", row, task, back, err)
+	}
+}
+
+// Bases are the sound tasks the decoders' fuzz tests start from: a Ready
+// one, a Running one with a lease expiry in its history (its message not
+// UTF-8, with a NUL), and a Succeeded one with a unique key and an
+// operator's cancellation in its history.
+func Bases() []model.Task {
+	at := time.UnixMicro(1_700_000_000_000_000).UTC()
+	return []model.Task{
+		{Queue: "q", ID: "ready", Payload: []byte("p"), State: model.Ready, MaxAttempts: 3, Version: 1, EnqueuedAt: at},
+		{Queue: "q", ID: "running", State: model.Running, Attempt: 2, MaxAttempts: 3, Version: 9, ClaimToken: 9,
+			EnqueuedAt: at, ClaimedAt: at, Deadline: at.Add(time.Minute), Timeout: time.Second,
+			Errors: []model.TaskError{{Attempt: 1, At: at, Message: "not \xffUTF-8 \x00", LeaseExpired: true}}},
+		{Queue: "q", ID: "done", State: model.Succeeded, Attempt: 1, MaxAttempts: 1, Version: 4, ClaimToken: 3,
+			EnqueuedAt: at, ClaimedAt: at, FinishedAt: at, Result: []byte("r"), UniqueKey: "k", UniqueUntil: at.Add(time.Hour),
+			Errors: []model.TaskError{{Attempt: 1, At: at, Message: "cancelled", Cancelled: true}}},
+	}
 }
