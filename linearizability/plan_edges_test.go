@@ -229,8 +229,11 @@ func TestBatchedBulkIsOneEnqueueBatch(t *testing.T) {
 				b := op.Input.Batch
 				if b[len(b)-1].ID == b[0].ID {
 					taken++
-					if items := op.Output.Items; len(items) != len(b) || items[len(b)-1].Err != "conflict" {
-						t.Errorf("seed %d: a batch naming its first ID again: last item %+v, want conflict", seed, items[len(items)-1])
+					switch items := op.Output.Items; {
+					case len(items) != len(b):
+						t.Errorf("seed %d: a batch of %d items answered with %d", seed, len(b), len(items))
+					case items[len(b)-1].Err != "conflict":
+						t.Errorf("seed %d: a batch naming its first ID again: last item %+v, want conflict", seed, items[len(b)-1])
 					}
 				}
 			}
