@@ -161,9 +161,9 @@
 // every task where the store is a core.BatchStore (Step.Batched), the
 // others one Enqueue per task: hundreds of calls in a row are most of a
 // history's time on a store over the network. Half the batches also name
-// the plan's task IDs, which may be taken, and their own first ID again
-// (Step.Taken), so that a batch's refused items (ErrConflict) sit among
-// the ones it adds. One plan in four gives the
+// the plan's task IDs, which may be taken, and their own first ID again,
+// in the middle and at the end (Step.Taken), so that a batch's refused
+// items (ErrConflict) sit among the ones it adds. One plan in four gives the
 // stores clock readings with a fraction of a microsecond (Plan.SubMicro);
 // the recorder keeps the whole-microsecond reading, and the model accepts
 // an answer only if every time in it is whole microseconds, as core.Store

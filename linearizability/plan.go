@@ -232,9 +232,9 @@ type Step struct {
 	// tasks on a store that is a core.BatchStore (one call each on another).
 	Batched bool `json:"batched,omitempty"`
 	// Taken makes a Batched fill's batch also name IDs that may be taken:
-	// every ID of Plan.Tasks, among its own, and its first item again at
-	// the end, so that some of its items are refused (ErrConflict) and
-	// the others still added, each answered on its own.
+	// every ID of Plan.Tasks, among its own, and its first item again in
+	// the middle and at the end, so that some of its items are refused
+	// (ErrConflict) and the others still added, each answered on its own.
 	Taken bool `json:"taken,omitempty"`
 	// Pick chooses the claim a decision (Extend, Ack, Fail, Retry; Requeue,
 	// Finalize) uses: 0 the newest claim the client holds and has not

@@ -55,7 +55,10 @@ func drawBulk(t *rapid.T, p *Plan) []Step {
 	}
 	pop := Step{Kind: Pop, Queue: q, Lease: lease, N: n}
 	lapse := Step{Kind: Pause, Delay: lease}
-	switch rapid.IntRange(0, 2).Draw(t, "bulk stage") {
+	// Half the plans take their bulk to Failed or back to Ready: the stage
+	// whose index Prune pages through, only reached with a lapse and a
+	// recovery in between.
+	switch rapid.IntRange(0, 3).Draw(t, "bulk stage") {
 	case 0: // Ready
 		return append([]Step{fill}, [][]Step{
 			nil,
@@ -70,7 +73,11 @@ func drawBulk(t *rapid.T, p *Plan) []Step {
 			{list(model.Running)},
 		}[rapid.IntRange(0, 3).Draw(t, "bulk then")]...)
 	}
-	// Failed (one attempt) or back to Ready (two).
+	// Failed (one attempt) or back to Ready (two); three in four fail, as
+	// the Prune and List that may follow walk the Failed ones.
+	if rapid.IntRange(0, 3).Draw(t, "bulk fails") > 0 {
+		fill.Attempts = 1
+	}
 	done := []Step{fill, pop, lapse, {Kind: RecoverExpired, Queue: q}}
 	return append(done, [][]Step{
 		nil,
@@ -102,13 +109,17 @@ func (a *actor) fill(ctx context.Context, s Step) {
 		}
 		if s.Taken {
 			// The plan's task IDs in the middle of the batch, and its first
-			// item again at its end.
+			// item again both there and at its end. The plan's IDs are taken
+			// only if enqueued before; the repeated first item always is, so
+			// every such batch has a refused item with fresh ones after it,
+			// which a store must not number.
 			taken := make([]model.EnqueueArgs, 0, len(a.plan.Tasks)+1)
 			for _, id := range a.plan.Tasks {
 				it := items[0]
 				it.ID = id
 				taken = append(taken, it)
 			}
+			taken = append(taken, items[0])
 			items = slices.Concat(items[:len(items)/2], taken, items[len(items)/2:], items[:1])
 		}
 		r, err := a.store.(enqueueBatcher).EnqueueBatch(ctx, core.EnqueueBatchParams{Queue: q, Tasks: items})

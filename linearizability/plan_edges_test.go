@@ -188,9 +188,9 @@ func TestHarnessCatchesEdgeBugs(t *testing.T) {
 
 // TestBatchedBulkIsOneEnqueueBatch runs bulk plans on a memory store with
 // its batch calls: a Batched fill is one recorded EnqueueBatch of all its
-// tasks (and, Taken, of the plan's task IDs and its first item again, the
-// last of which is always refused as taken), and the history is
-// linearizable.
+// tasks (and, Taken, of the plan's task IDs and its first item again, in
+// the middle and at the end, both always refused as taken), and the history
+// is linearizable.
 func TestBatchedBulkIsOneEnqueueBatch(t *testing.T) {
 	gen := linearizability.Plans(linearizability.PlanOptions{Mode: linearizability.FakeTime})
 	batches, taken := 0, 0
@@ -203,7 +203,7 @@ func TestBatchedBulkIsOneEnqueueBatch(t *testing.T) {
 					if s.Kind == linearizability.Enqueue && s.N > 1 && s.Batched {
 						n := s.N
 						if s.Taken {
-							n += len(p.Tasks) + 1
+							n += len(p.Tasks) + 2
 						}
 						want[n] = true
 					}
@@ -232,8 +232,15 @@ func TestBatchedBulkIsOneEnqueueBatch(t *testing.T) {
 					switch items := op.Output.Items; {
 					case len(items) != len(b):
 						t.Errorf("seed %d: a batch of %d items answered with %d", seed, len(b), len(items))
-					case items[len(b)-1].Err != "conflict":
-						t.Errorf("seed %d: a batch naming its first ID again: last item %+v, want conflict", seed, items[len(b)-1])
+					default:
+						for i := 1; i < len(b); i++ {
+							if b[i].ID == b[0].ID && items[i].Err != "conflict" {
+								t.Errorf("seed %d: a batch naming its first ID again: item %d %+v, want conflict", seed, i, items[i])
+							}
+						}
+						if repeats := countID(b, b[0].ID); repeats != 3 {
+							t.Errorf("seed %d: a batch naming taken IDs names its first ID %d times, want 3", seed, repeats)
+						}
 					}
 				}
 			}
@@ -245,4 +252,15 @@ func TestBatchedBulkIsOneEnqueueBatch(t *testing.T) {
 	if batches < 5 || taken < 2 {
 		t.Errorf("%d batched fills in 400 plans, %d of them naming taken IDs", batches, taken)
 	}
+}
+
+// countID returns how many items of b have the ID id.
+func countID(b []model.EnqueueArgs, id string) int {
+	n := 0
+	for _, it := range b {
+		if it.ID == id {
+			n++
+		}
+	}
+	return n
 }
