@@ -586,7 +586,7 @@ func quiescence(c *runtimeCase) []string {
 		out = append(out, "tasks were left unfinished: "+c.rh.Left)
 	}
 	if !c.rh.Stopped {
-		out = append(out, "workers or brokers did not return within "+ms(stopBudget+5*time.Second)+" of being told to stop")
+		out = append(out, "workers or brokers did not return within "+ms(stopBudget+stopWait)+" of being told to stop")
 		return out
 	}
 	listed := map[string]bool{}

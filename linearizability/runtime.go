@@ -71,6 +71,15 @@ const (
 	// they get to return once told to stop.
 	drainBudget = 3 * time.Second
 	stopBudget  = 2 * time.Second
+	// stopWait is the real time the components then get before the
+	// history is reported as not stopping. A component that cannot stop
+	// never does, so the wait only has to outlast a stall of the machine
+	// itself: under a disk stall of a shared host one PostgreSQL history
+	// did not stop within 5 s, and ran clean again. A stalled server does
+	// not need it: a call in flight ends when cancelled (200 runtime
+	// histories with the server stopped for 2 to 7 s every few seconds
+	// all stopped in time).
+	stopWait = 15 * time.Second
 )
 
 // ExecuteRuntime runs a runtime plan against a fresh backend from f: the
@@ -512,7 +521,7 @@ func (x *runtimeRun) run(ctx context.Context, queue *core.Queue, inspectors []*c
 	select {
 	case <-done:
 		rh.Stopped = true
-	case <-time.After(5 * time.Second):
+	case <-time.After(stopWait):
 	}
 	if !rh.Stopped {
 		// Leave the components to the garbage collector: a history that
