@@ -104,6 +104,14 @@
 // transaction back, so none of them happened, and each is then run again in
 // a transaction of its own.
 //
+// A call whose context ends while its transaction runs makes pgx give the
+// connection up. The store then closes the connection's socket itself, so
+// the server rolls the transaction back and frees the queue's lock at once:
+// pgx's own close sends a Terminate message, which a message cut in half by
+// the cancelled call swallows (and which over TLS may not go out at all),
+// and it leaves the socket open for up to 15 s, the whole queue waiting
+// behind the lock meanwhile.
+//
 // The statement that changes a task carries the operation's guard in its
 // WHERE clause: a worker's decision (Extend, Ack, Fail, Retry) names the
 // task, the claim token and the states the model allows; a broker's

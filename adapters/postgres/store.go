@@ -467,11 +467,29 @@ func (s *Store) lead(g *group, queue string, first *call) {
 	}
 }
 
+// hangUp closes conn's socket now, so that the server ends its session and
+// rolls back the transaction it holds, with the queue's lock. A statement
+// whose context ends mid-way makes pgx give the connection up and close it
+// in the background, by a Terminate message; over TLS that message may never
+// go out (a write cut short by the context's deadline leaves the TLS stream
+// unwritable), and pgx then waits up to 15 s for the server to close first,
+// while the server, waiting for the client, keeps the transaction open and
+// every other transaction of the queue waits behind its lock.
+func hangUp(ctx context.Context, conn *pgxpool.Conn) {
+	_ = conn.Conn().Close(ctx) // nothing when pgx has given the connection up already
+	if nc := conn.Conn().PgConn().Conn(); nc != nil {
+		_ = nc.Close()
+	}
+}
+
 // commit commits the transaction on conn and calls release once the
 // COMMIT is answered: the queue's lock is free then, and the next
 // transaction of the queue may begin.
 func (s *Store) commit(ctx context.Context, conn *pgxpool.Conn, release func()) error {
 	tag, err := conn.Exec(ctx, "COMMIT")
+	if err != nil && conn.Conn().IsClosed() {
+		hangUp(ctx, conn)
+	}
 	release()
 	if err != nil {
 		return fmt.Errorf("leasehold/postgres: commit: %w", err)
@@ -568,7 +586,7 @@ func (s *Store) runGroup(queue string, calls []*call, release func()) {
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if _, rerr := conn.Exec(rctx, "ROLLBACK"); rerr != nil {
-			conn.Conn().Close(rctx)
+			hangUp(rctx, conn)
 		}
 		if errors.Is(err, errQueueRowGone) {
 			// Nothing was written: the same calls, in a transaction
