@@ -110,7 +110,9 @@
 // pgx's own close sends a Terminate message, which a message cut in half by
 // the cancelled call swallows (and which over TLS may not go out at all),
 // and it leaves the socket open for up to 15 s, the whole queue waiting
-// behind the lock meanwhile.
+// behind the lock meanwhile. EnqueueTx and AckTx do the same with the
+// caller's connection, whose transaction holds the queue's lock too: pgx
+// has given it up, so it is of no more use to the caller.
 //
 // The statement that changes a task carries the operation's guard in its
 // WHERE clause: a worker's decision (Extend, Ack, Fail, Retry) names the

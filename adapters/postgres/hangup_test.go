@@ -99,12 +99,21 @@ func (c *cutConn) Write(b []byte) (int, error) {
 // itself, so the server rolls the transaction back at once, and another
 // store's Enqueue of the queue goes through. The cut lands in the
 // statements (an Enqueue of a large payload) or in the COMMIT sent after
-// them (a Pop, which reads before it writes).
+// them (a Pop, which reads before it writes), or in an EnqueueTx, whose
+// lock the caller's transaction holds.
 func TestACallCutMidMessageFreesItsQueue(t *testing.T) {
 	enqueue := func(ctx context.Context, s *postgres.Store, id string, payload []byte) error {
 		_, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "q", EnqueueArgs: model.EnqueueArgs{ID: id, Payload: payload, MaxAttempts: 1}})
 		return err
 	}
+	var pool *pgxpool.Pool // the cut store's, set by each case
+	bigGone := func(ctx context.Context, s *postgres.Store) error {
+		if _, err := s.Get(ctx, core.GetParams{Queue: "q", ID: "big"}); !errors.Is(err, core.ErrNotFound) {
+			return fmt.Errorf("Get of the cut Enqueue's task = %v, want ErrNotFound", err)
+		}
+		return nil
+	}
+	big := func(b []byte) bool { return len(b) > 64<<10 }
 	for _, tc := range []struct {
 		name string
 		when func([]byte) bool
@@ -112,16 +121,25 @@ func TestACallCutMidMessageFreesItsQueue(t *testing.T) {
 		// gone is the task the cut call would have added or changed.
 		gone func(context.Context, *postgres.Store) error
 	}{
-		{"statement", func(b []byte) bool { return len(b) > 64<<10 },
+		{"statement", big,
 			func(ctx context.Context, s *postgres.Store) error {
 				return enqueue(ctx, s, "big", bytes.Repeat([]byte("p"), 1<<20))
-			},
+			}, bigGone},
+		// EnqueueTx locks the queue in the caller's transaction, which
+		// then rolls back.
+		{"callers-transaction", big,
 			func(ctx context.Context, s *postgres.Store) error {
-				if _, err := s.Get(ctx, core.GetParams{Queue: "q", ID: "big"}); !errors.Is(err, core.ErrNotFound) {
-					return fmt.Errorf("Get of the cut Enqueue's task = %v, want ErrNotFound", err)
+				tx, err := pool.Begin(ctx)
+				if err != nil {
+					return err
 				}
-				return nil
-			}},
+				_, err = s.EnqueueTx(ctx, tx, core.EnqueueParams{Queue: "q", EnqueueArgs: model.EnqueueArgs{
+					ID: "big", Payload: bytes.Repeat([]byte("p"), 1<<20), MaxAttempts: 1}})
+				rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				_ = tx.Rollback(rctx)
+				return err
+			}, bigGone},
 		{"commit", func(b []byte) bool { return bytes.Contains(b, []byte("COMMIT")) && !bytes.Contains(b, []byte("BEGIN")) },
 			func(ctx context.Context, s *postgres.Store) error {
 				_, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Minute, N: 1})
@@ -158,7 +176,7 @@ func TestACallCutMidMessageFreesItsQueue(t *testing.T) {
 				}
 				return &cutConn{Conn: nc, c: cut}, nil
 			}
-			pool, err := pgxpool.NewWithConfig(ctx, cfg)
+			pool, err = pgxpool.NewWithConfig(ctx, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -475,9 +475,9 @@ func (s *Store) lead(g *group, queue string, first *call) {
 // unwritable), and pgx then waits up to 15 s for the server to close first,
 // while the server, waiting for the client, keeps the transaction open and
 // every other transaction of the queue waits behind its lock.
-func hangUp(ctx context.Context, conn *pgxpool.Conn) {
-	_ = conn.Conn().Close(ctx) // nothing when pgx has given the connection up already
-	if nc := conn.Conn().PgConn().Conn(); nc != nil {
+func hangUp(ctx context.Context, conn *pgx.Conn) {
+	_ = conn.Close(ctx) // nothing when pgx has given the connection up already
+	if nc := conn.PgConn().Conn(); nc != nil {
 		_ = nc.Close()
 	}
 }
@@ -488,7 +488,7 @@ func hangUp(ctx context.Context, conn *pgxpool.Conn) {
 func (s *Store) commit(ctx context.Context, conn *pgxpool.Conn, release func()) error {
 	tag, err := conn.Exec(ctx, "COMMIT")
 	if err != nil && conn.Conn().IsClosed() {
-		hangUp(ctx, conn)
+		hangUp(ctx, conn.Conn())
 	}
 	release()
 	if err != nil {
@@ -586,7 +586,7 @@ func (s *Store) runGroup(queue string, calls []*call, release func()) {
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if _, rerr := conn.Exec(rctx, "ROLLBACK"); rerr != nil {
-			hangUp(rctx, conn)
+			hangUp(rctx, conn.Conn())
 		}
 		if errors.Is(err, errQueueRowGone) {
 			// Nothing was written: the same calls, in a transaction
@@ -635,7 +635,7 @@ func refusal(err error) bool {
 // writeIn performs one write operation inside the caller's transaction, in
 // a savepoint, so an operation that fails leaves the caller's transaction
 // as it was.
-func (s *Store) writeIn(ctx context.Context, outer pgx.Tx, queue string, flags lockFlags, validate func() error, fn func(o *opTx) error) (time.Time, error) {
+func (s *Store) writeIn(ctx context.Context, outer pgx.Tx, queue string, flags lockFlags, validate func() error, fn func(o *opTx) error) (_ time.Time, err error) {
 	if outer == nil {
 		return time.Time{}, fmt.Errorf("%w: postgres: nil transaction", core.ErrInvalidArgument)
 	}
@@ -643,6 +643,13 @@ func (s *Store) writeIn(ctx context.Context, outer pgx.Tx, queue string, flags l
 		return time.Time{}, err
 	}
 	defer s.mu.RUnlock()
+	defer func() {
+		// The caller's transaction may hold the queue's lock now: when
+		// pgx gave its connection up, the server must hear of it at once.
+		if err != nil && outer.Conn().IsClosed() {
+			hangUp(ctx, outer.Conn())
+		}
+	}()
 	// The queue's row lock is taken in the caller's transaction itself,
 	// before the savepoint: a lock taken inside a savepoint is released
 	// when a refusal rolls back to it, and the transaction must hold the
