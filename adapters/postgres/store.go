@@ -470,8 +470,9 @@ func (s *Store) lead(g *group, queue string, first *call) {
 // hangUp closes conn's socket now, so that the server ends its session and
 // rolls back the transaction it holds, with the queue's lock. A statement
 // whose context ends mid-way makes pgx give the connection up and close it
-// in the background, by a Terminate message; over TLS that message may never
-// go out (a write cut short by the context's deadline leaves the TLS stream
+// in the background, by a Terminate message. After a write cut short, the
+// server takes that message as more of the half-sent one (and over TLS it
+// may not go out at all: a write cut by the deadline leaves the stream
 // unwritable), and pgx then waits up to 15 s for the server to close first,
 // while the server, waiting for the client, keeps the transaction open and
 // every other transaction of the queue waits behind its lock.
