@@ -199,7 +199,13 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 	// The items' damaged records met so far: their items are answered
 	// ErrCorrupt, and the acks run without them (live).
 	damaged := map[string]error{}
+	// live returns the items to run and the index of each in p.Acks; idx
+	// is nil when they are all of them.
 	live := func() (idx []int, acks []core.AckItem) {
+		if len(damaged) == 0 {
+			return nil, p.Acks
+		}
+		idx = make([]int, 0, len(p.Acks)) // not nil, even when every item is damaged
 		for i, a := range p.Acks {
 			if damaged[a.Claim.TaskID] == nil {
 				idx, acks = append(idx, i), append(acks, a)
@@ -221,9 +227,14 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 		}
 		return ids
 	}
-	claims := map[string]model.Claim{}
-	for _, a := range p.Acks {
-		claims[a.Claim.TaskID] = a.Claim
+	// claimOf is the last claim of the batch on the task id.
+	claimOf := func(id string) model.Claim {
+		for _, a := range slices.Backward(p.Acks) {
+			if a.Claim.TaskID == id {
+				return a.Claim
+			}
+		}
+		return model.Claim{}
 	}
 	readDamaged := func(ids []string, read func(id string) (pgx.Rows, error)) error {
 		clear(now)
@@ -240,12 +251,17 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 				if found {
 					state, token = ts[0].State, ts[0].ClaimToken
 				}
-				now[id] = claimRefusal(model.OpAck, claims[id], state, token, found, nil)
+				now[id] = claimRefusal(model.OpAck, claimOf(id), state, token, found, nil)
 			}
 		}
 		return nil
 	}
+	// fill answers the items from sub, the answers of the items live
+	// returned (items itself when idx is nil), and the others as damaged.
 	fill := func(idx []int, sub []core.ItemResult) {
+		if idx == nil {
+			return
+		}
 		clear(items)
 		for i, a := range p.Acks {
 			items[i].Err = cmp.Or(now[a.Claim.TaskID], damaged[a.Claim.TaskID])
@@ -270,7 +286,10 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 			clear(items)
 			claimed = nil
 			idx, acks := live()
-			sub := make([]core.ItemResult, len(acks))
+			sub := items
+			if idx != nil {
+				sub = make([]core.ItemResult, len(acks))
+			}
 			readAcks := o.ackManyPiped(acks, sub, b)
 			ids := damagedIDs()
 			for _, id := range ids {
@@ -302,7 +321,10 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 		clear(items) // step runs again when the transaction it shared failed
 		claimed = nil
 		idx, acks := live()
-		sub := make([]core.ItemResult, len(acks))
+		sub := items
+		if idx != nil {
+			sub = make([]core.ItemResult, len(acks))
+		}
 		var err error
 		if distinctTasks(acks) {
 			err = o.ackMany(acks, sub)
@@ -443,22 +465,27 @@ func (o *opTx) ackManyPiped(acks []core.AckItem, items []core.ItemResult, b *pgx
 			token, version uint64
 			err            error
 		}
-		acked := make(map[string]model.Task, len(acks))
+		// The acknowledged tasks, and the index of each by ID (a map of
+		// tasks would hold a copy of each on the heap).
+		tasks := make([]model.Task, 0, len(acks))
+		acked := make(map[string]int, len(acks))
 		var seen map[string]probed
+		var probe bool
+		sc := newRowScanner(&probe)
 		for rows.Next() {
-			var probe bool
-			var r rawTask
-			if err := rows.Scan(append([]any{&probe}, r.dest()...)...); err != nil {
+			if err := sc.scan(rows); err != nil {
 				rows.Close()
 				return err
 			}
+			r := &sc.r
 			if !probe {
 				t, err := r.decode()
 				if err != nil {
 					rows.Close()
 					return err
 				}
-				acked[t.ID] = t
+				acked[t.ID] = len(tasks)
+				tasks = append(tasks, t)
 				continue
 			}
 			var p probed
@@ -476,8 +503,8 @@ func (o *opTx) ackManyPiped(acks []core.AckItem, items []core.ItemResult, b *pgx
 			if items[i].Err != nil {
 				continue
 			}
-			if t, ok := acked[a.Claim.TaskID]; ok {
-				items[i].Task = t
+			if k, ok := acked[a.Claim.TaskID]; ok {
+				items[i].Task = tasks[k]
 				continue
 			}
 			p, found := seen[a.Claim.TaskID]

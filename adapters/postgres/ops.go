@@ -324,7 +324,8 @@ func (o *opTx) pop(lease time.Duration, n int) ([]model.Task, error) {
 func (o *opTx) popPiped(lease time.Duration, n int, b *pgx.Batch, dst *[]model.Task) func(pgx.BatchResults) error {
 	b.Queue(o.s.q.popNow, o.queue, n, int64(0), int64(lease/time.Microsecond))
 	return func(res pgx.BatchResults) error {
-		tasks, err := scanTasks(res.Query())
+		rows, err := res.Query()
+		tasks, err := scanTasksN(rows, err, n)
 		if err != nil {
 			return err
 		}
@@ -339,7 +340,8 @@ func (o *opTx) popPiped(lease time.Duration, n int, b *pgx.Batch, dst *[]model.T
 
 // popReturning claims the first n Ready tasks with one UPDATE … RETURNING.
 func (o *opTx) popReturning(n int, deadline time.Time) ([]model.Task, error) {
-	tasks, err := scanTasks(o.tx.Query(o.ctx, o.s.q.popReturning, o.queue, n, micros(o.now), micros(deadline)))
+	rows, err := o.tx.Query(o.ctx, o.s.q.popReturning, o.queue, n, micros(o.now), micros(deadline))
+	tasks, err := scanTasksN(rows, err, n)
 	if err != nil {
 		return nil, err
 	}

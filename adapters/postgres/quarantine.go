@@ -105,13 +105,13 @@ func scanLenient(rows pgx.Rows, err error) (tasks, damaged []model.Task, n int, 
 		return nil, nil, 0, "", err
 	}
 	defer rows.Close()
+	s := newRowScanner()
 	for rows.Next() {
-		var r rawTask
-		if err := rows.Scan(r.dest()...); err != nil {
+		if err := s.scan(rows); err != nil {
 			return nil, nil, 0, "", err
 		}
-		n, last = n+1, string(r.id)
-		t, err := r.decode()
+		n, last = n+1, string(s.r.id)
+		t, err := s.r.decode()
 		var d *damagedError
 		switch {
 		case errors.As(err, &d):

@@ -72,9 +72,35 @@ type rawTask struct {
 }
 
 func (r *rawTask) dest() []any {
-	return []any{&r.queue, &r.id, &r.payload, &r.priority, &r.state, &r.attempt, &r.maxAttempts, &r.version,
-		&r.token, &r.enqueuedAt, &r.runAfter, &r.claimedAt, &r.deadline, &r.finAt, &r.errors, &r.result, &r.timeout, &r.uniqueKey, &r.uniqueUntil, &r.quarantine}
+	return r.appendDest(nil)
 }
+
+// appendDest appends the scan destinations of r's columns to dst.
+func (r *rawTask) appendDest(dst []any) []any {
+	return append(dst, &r.queue, &r.id, &r.payload, &r.priority, &r.state, &r.attempt, &r.maxAttempts, &r.version,
+		&r.token, &r.enqueuedAt, &r.runAfter, &r.claimedAt, &r.deadline, &r.finAt, &r.errors, &r.result, &r.timeout, &r.uniqueKey, &r.uniqueUntil, &r.quarantine)
+}
+
+// rowScanner reads rows of taskColumns one after the other into one
+// rawTask, with its scan destinations made once: a row's values are copied
+// out of r by decode (pgx gives each row's bytes and strings new memory),
+// so the next row may overwrite them. A batch of a hundred tasks so costs
+// two allocations rather than two hundred.
+type rowScanner struct {
+	r    rawTask
+	dest []any
+}
+
+// newRowScanner returns a scanner whose rows have the columns of extra
+// first (read into what they point at), then taskColumns.
+func newRowScanner(extra ...any) *rowScanner {
+	s := &rowScanner{}
+	s.dest = s.r.appendDest(append(make([]any, 0, len(extra)+20), extra...))
+	return s
+}
+
+// scan reads the current row of rows.
+func (s *rowScanner) scan(rows pgx.Rows) error { return rows.Scan(s.dest...) }
 
 // decode turns a row into a Task, or returns a *damagedError (wrapping
 // core.ErrCorrupt) saying what does not hold: a value out of its range, an
@@ -133,6 +159,9 @@ func nilIfEmpty(b []byte) []byte {
 }
 
 func decodeErrors(text string) ([]model.TaskError, error) {
+	if text == "[]" {
+		return nil, nil // most tasks have no error: what the decoder below answers for it
+	}
 	// Pointers, so that a null entry is told from an empty object; JSON
 	// null as a whole leaves entries nil, an empty array does not. Either
 	// null would otherwise decode as a sound history, and a write that
@@ -193,17 +222,27 @@ func unsound(t model.Task) string {
 
 // scanTasks reads every row of rows as a task and closes rows.
 func scanTasks(rows pgx.Rows, err error) ([]model.Task, error) {
+	return scanTasksN(rows, err, 0)
+}
+
+// scanTasksN is scanTasks for rows that are expected to number up to n:
+// the tasks' slice is made for n once the first row comes (none for no
+// row, as for an idle Worker's Pop).
+func scanTasksN(rows pgx.Rows, err error, n int) ([]model.Task, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	var out []model.Task
+	s := newRowScanner()
 	for rows.Next() {
-		var r rawTask
-		if err := rows.Scan(r.dest()...); err != nil {
+		if out == nil && n > 0 {
+			out = make([]model.Task, 0, n)
+		}
+		if err := s.scan(rows); err != nil {
 			return nil, err
 		}
-		t, err := r.decode()
+		t, err := s.r.decode()
 		if err != nil {
 			return nil, err
 		}
