@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
@@ -465,10 +466,15 @@ func (o *opTx) ackManyPiped(acks []core.AckItem, items []core.ItemResult, b *pgx
 			token, version uint64
 			err            error
 		}
-		// The acknowledged tasks, and the index of each by ID (a map of
-		// tasks would hold a copy of each on the heap).
-		tasks := make([]model.Task, 0, len(acks))
-		acked := make(map[string]int, len(acks))
+		// The item of each claim by its task's ID (the claims name
+		// distinct tasks), into which its acknowledged task is read.
+		item := make(map[string]int, len(acks))
+		for i, a := range acks {
+			if items[i].Err == nil {
+				item[a.Claim.TaskID] = i
+			}
+		}
+		acked := make([]bool, len(acks))
 		var seen map[string]probed
 		var probe bool
 		sc := newRowScanner(&probe)
@@ -484,8 +490,12 @@ func (o *opTx) ackManyPiped(acks []core.AckItem, items []core.ItemResult, b *pgx
 					rows.Close()
 					return err
 				}
-				acked[t.ID] = len(tasks)
-				tasks = append(tasks, t)
+				i, ok := item[t.ID]
+				if !ok {
+					rows.Close()
+					return fmt.Errorf("leasehold/postgres: AckBatch acknowledged task %q, which it did not name", t.ID)
+				}
+				items[i].Task, acked[i] = t, true
 				continue
 			}
 			var p probed
@@ -503,8 +513,7 @@ func (o *opTx) ackManyPiped(acks []core.AckItem, items []core.ItemResult, b *pgx
 			if items[i].Err != nil {
 				continue
 			}
-			if k, ok := acked[a.Claim.TaskID]; ok {
-				items[i].Task = tasks[k]
+			if acked[i] {
 				continue
 			}
 			p, found := seen[a.Claim.TaskID]
