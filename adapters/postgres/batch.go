@@ -367,15 +367,8 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 		if err != nil {
 			return core.BatchResult{}, err
 		}
-		// An item its guard refused may name a damaged record the
-		// statement did not match (a wrong token): its damage is
-		// reported first, as of a read of the row now.
-		for i, a := range p.Acks {
-			if guardRefusal(items[i].Err) {
-				if derr := s.damage(ctx, p.Queue, a.Claim.TaskID); derr != nil {
-					items[i].Err = derr
-				}
-			}
+		if afterAckBatch != nil {
+			afterAckBatch()
 		}
 		return core.BatchResult{Now: now, Items: items, Claimed: claimed}, nil
 	}
@@ -384,6 +377,10 @@ func (s *Store) AckBatch(ctx context.Context, p core.AckBatchParams) (core.Batch
 // afterDamagedItem, when set (by tests), runs when an AckBatch is about to
 // run again without an item whose damaged record it met.
 var afterDamagedItem func()
+
+// afterAckBatch, when set (by tests), runs once an AckBatch's transaction
+// has committed, before the AckBatch answers.
+var afterAckBatch func()
 
 // damagedItem is what AckBatch's step returns when an item's statement met
 // its damaged record: the transaction is undone and the batch runs again
@@ -407,6 +404,7 @@ func (o *opTx) ackEach(acks []core.AckItem, items []core.ItemResult) error {
 		}
 		b.Queue(o.s.q.ack, o.queue, []byte(a.Claim.TaskID), int64(a.Claim.Token), micros(o.now), clone(a.Result))
 		b.Queue(o.s.q.probe, o.queue, []byte(a.Claim.TaskID))
+		b.Queue(o.s.q.get, o.queue, []byte(a.Claim.TaskID))
 	}
 	res := o.tx.SendBatch(o.ctx, b)
 	defer res.Close()
@@ -419,11 +417,15 @@ func (o *opTx) ackEach(acks []core.AckItem, items []core.ItemResult) error {
 			return err
 		}
 		state, token, _, found, perr := probeRow(res.QueryRow(), o.queue, a.Claim.TaskID)
+		damage, gerr := damageOf(res.Query())
+		if gerr != nil {
+			return gerr
+		}
 		if len(ts) == 1 {
 			items[i].Task = ts[0]
 			continue
 		}
-		err = claimRefusal(model.OpAck, a.Claim, state, token, found, perr)
+		err = damageFirst(claimRefusal(model.OpAck, a.Claim, state, token, found, perr), damage)
 		if !isItemError(err) {
 			return err
 		}
@@ -465,6 +467,7 @@ func (o *opTx) ackManyPiped(acks []core.AckItem, items []core.ItemResult, b *pgx
 			state          model.State
 			token, version uint64
 			err            error
+			damage         error // the record's damage (decided), or nil
 		}
 		// The item of each claim by its task's ID (the claims name
 		// distinct tasks), into which its acknowledged task is read.
@@ -500,6 +503,7 @@ func (o *opTx) ackManyPiped(acks []core.AckItem, items []core.ItemResult, b *pgx
 			}
 			var p probed
 			p.state, p.token, p.version, _, p.err = probeRow(fixedRow{r.state, r.token, r.version}, o.queue, string(r.id))
+			p.damage = r.damage()
 			if seen == nil {
 				seen = map[string]probed{}
 			}
@@ -517,7 +521,7 @@ func (o *opTx) ackManyPiped(acks []core.AckItem, items []core.ItemResult, b *pgx
 				continue
 			}
 			p, found := seen[a.Claim.TaskID]
-			err := claimRefusal(model.OpAck, a.Claim, p.state, p.token, found, p.err)
+			err := damageFirst(claimRefusal(model.OpAck, a.Claim, p.state, p.token, found, p.err), p.damage)
 			if !isItemError(err) {
 				return err
 			}
@@ -577,6 +581,7 @@ func (o *opTx) ackMany(acks []core.AckItem, items []core.ItemResult) error {
 		}
 		missed = append(missed, i)
 		b.Queue(o.s.q.probe, o.queue, []byte(a.Claim.TaskID))
+		b.Queue(o.s.q.get, o.queue, []byte(a.Claim.TaskID))
 	}
 	if len(missed) == 0 {
 		return nil
@@ -586,7 +591,11 @@ func (o *opTx) ackMany(acks []core.AckItem, items []core.ItemResult) error {
 	for _, i := range missed {
 		c := acks[i].Claim
 		state, token, _, found, perr := probeRow(res.QueryRow(), o.queue, c.TaskID)
-		err := claimRefusal(model.OpAck, c, state, token, found, perr)
+		damage, gerr := damageOf(res.Query())
+		if gerr != nil {
+			return gerr
+		}
+		err := damageFirst(claimRefusal(model.OpAck, c, state, token, found, perr), damage)
 		if !isItemError(err) {
 			return err
 		}
@@ -598,3 +607,43 @@ func (o *opTx) ackMany(acks []core.AckItem, items []core.ItemResult) error {
 // isItemError reports whether err is one of the model's refusals, which
 // refuse one item of a batch and change nothing.
 func isItemError(err error) bool { return model.Kind(err) != nil }
+
+// damageOf reads the rows of a get statement (one task's record, or none)
+// and returns the record's damage as a decision reports it (ErrCorrupt), or
+// nil for a sound record or none; err is any other failure.
+func damageOf(rows pgx.Rows, qerr error) (damage, err error) {
+	_, err = scanTasks(rows, qerr)
+	var d *damagedError
+	if errors.As(err, &d) {
+		return decided(d), nil
+	}
+	return nil, err
+}
+
+// damage is the damage of the record r holds, read by a probe (whose state
+// is negated for a cancelled task, see probedState), as a decision reports
+// it, or nil.
+func (r *rawTask) damage() error {
+	c := *r
+	if c.state == -int16(model.Failed) {
+		c.state = int16(model.Failed)
+	}
+	_, err := c.decode()
+	var d *damagedError
+	if errors.As(err, &d) {
+		return decided(d)
+	}
+	return nil
+}
+
+// damageFirst is err, an item's refusal, unless its guard refused it
+// (guardRefusal) on a damaged record: then the damage, which the model
+// reports first, whatever the claim's token. The record is read in the
+// transaction that decides the batch, so that every item of the batch is
+// answered as of one instant.
+func damageFirst(err, damage error) error {
+	if damage != nil && guardRefusal(err) {
+		return damage
+	}
+	return err
+}

@@ -19,6 +19,13 @@ func SetAfterDamagedItem(f func()) func() {
 	return func() { afterDamagedItem = nil }
 }
 
+// SetAfterAckBatch makes f run once an AckBatch's transaction has
+// committed, before the AckBatch answers; the returned func undoes it.
+func SetAfterAckBatch(f func()) func() {
+	afterAckBatch = f
+	return func() { afterAckBatch = nil }
+}
+
 // KnowsQueueRow reports whether the store's transactions on queue count on
 // its row (opTx.lock).
 func KnowsQueueRow(s *Store, queue string) bool { return s.rows.has(queue) }
