@@ -198,7 +198,8 @@
 // or version (the damage is reported first), and rolls back; in an
 // AckBatch only the item that names the damaged row is ErrCorrupt, and the
 // other items are decided (the items are judged before the batch's pop, so
-// an item on a row that pop then sets aside is ErrCorrupt too); Get
+// an item on a row that pop then sets aside is ErrCorrupt too; every item
+// is judged by the rows as its transaction reads them); Get
 // shows it as quarantined with the reason and List passes over it, both
 // without writing; Remove with no expected version deletes it. Counts and
 // List(core.Quarantined) include rows set aside and rows whose state is
