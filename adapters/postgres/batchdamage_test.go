@@ -27,7 +27,7 @@ func TestAckBatchItemAnsweredAsOfTheCommittingTransaction(t *testing.T) {
 // transaction commits. The store once read each refused item's record
 // again after the transaction, one read per item, so that a record set
 // aside or repaired in between gave the items of one batch answers of
-// two different instants (a violation the runtime harness found).
+// two different instants (a violation the store-level harness found).
 func TestAckBatchAnswersDamageAsOfItsTransaction(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
