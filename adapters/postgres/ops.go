@@ -484,18 +484,13 @@ func (o *opTx) damage(id string) error {
 	return decided(err)
 }
 
-// damage is opTx.damage after the transaction that refused a decision
-// (the piped Ack, an AckBatch item): the row as it is now. A damaged row
-// makes the call ErrCorrupt, which changes nothing, as of this read; a
-// sound one (or a read that fails) leaves the refusal as the transaction
-// gave it.
+// damage is opTx.damage after the transaction that refused a single
+// decision (the piped Ack): the row as it is now. A damaged row makes the
+// call ErrCorrupt, which changes nothing, as of this read; a sound one (or
+// a read that fails) leaves the refusal as the transaction gave it.
 func (s *Store) damage(ctx context.Context, queue, id string) error {
-	_, err := scanTasks(s.pool.Query(ctx, s.q.get, queue, []byte(id)))
-	var d *damagedError
-	if errors.As(err, &d) {
-		return decided(d)
-	}
-	return nil
+	damage, _ := damageOf(s.pool.Query(ctx, s.q.get, queue, []byte(id)))
+	return damage
 }
 
 // guardRefusal reports whether err is a refusal by a decision's guard (a

@@ -71,10 +71,6 @@ type rawTask struct {
 	quarantine                                       *string
 }
 
-func (r *rawTask) dest() []any {
-	return r.appendDest(nil)
-}
-
 // appendDest appends the scan destinations of r's columns to dst.
 func (r *rawTask) appendDest(dst []any) []any {
 	return append(dst, &r.queue, &r.id, &r.payload, &r.priority, &r.state, &r.attempt, &r.maxAttempts, &r.version,
