@@ -27,3 +27,12 @@ func (c *FakeClock) BlockUntilTimerAt(at time.Time, done <-chan struct{}) bool {
 		}
 	}
 }
+
+// PrefetchAhead is pace.ahead for a handler mean of handler and a
+// claiming-call mean of trip (a test hook).
+func PrefetchAhead(handler, trip time.Duration, c, most int) int {
+	var p pace
+	p.handler.v.Store(int64(handler))
+	p.trip.v.Store(int64(trip))
+	return p.ahead(c, most)
+}

@@ -95,9 +95,11 @@ const (
 	DefaultPollMin         = 100 * time.Millisecond
 	DefaultPollMax         = 5 * time.Second
 	DefaultShutdownTimeout = 30 * time.Second
-	// MinDefaultPrefetch is the least prefetch a Worker takes by default
-	// (WithPrefetch): its concurrency, and at least this many.
-	MinDefaultPrefetch = 8
+	// DefaultPrefetchFactor and MinDefaultPrefetch make a Worker's default
+	// prefetch (WithPrefetch): DefaultPrefetchFactor times its
+	// concurrency, at least MinDefaultPrefetch, at most MaxBatch.
+	DefaultPrefetchFactor = 7
+	MinDefaultPrefetch    = 64
 )
 
 // Worker runs a Handler on the tasks of one queue, with a fixed number of
@@ -107,10 +109,11 @@ const (
 // caps it), each under a lease (WithLease). A slot is a claim the worker
 // holds: it runs at most its concurrency of handlers at once, and while
 // its handlers run no longer than the store call that claims tasks takes
-// (measured as it goes), it holds up to WithPrefetch more claims (default:
-// as many again as its concurrency), whose tasks wait, leases renewed, and
-// start in the order claimed as handlers return: the call that records an
-// outcome and claims the next task then travels while another handler
+// (measured as it goes), it holds more claims besides, as many as its slots
+// finish while one such call travels, up to WithPrefetch (default: seven
+// times its concurrency, at least 64). Their tasks wait, leases renewed,
+// and start in the order claimed as handlers return: the call that records
+// an outcome and claims the next task then travels while another handler
 // runs, not between two handlers. With slower handlers it claims no more
 // than its concurrency. While a handler runs, the worker
 // renews the lease by heartbeat (WithHeartbeat, default a third of the lease):
@@ -311,7 +314,7 @@ func newWorker(store Store, queue string, handler Handler, preset *common, opts 
 		return nil, fmt.Errorf("%w: heartbeat %v must be shorter than the lease %v", ErrInvalidArgument, w.heartbeat, w.lease)
 	}
 	if !w.prefetchSet {
-		w.prefetch = min(max(w.concurrency, MinDefaultPrefetch), MaxBatch)
+		w.prefetch = min(max(DefaultPrefetchFactor*w.concurrency, MinDefaultPrefetch), MaxBatch)
 	}
 	claims := w.concurrency + w.prefetch
 	if w.batch == 0 {
@@ -1644,13 +1647,11 @@ func tryAcquire(slots chan struct{}) bool {
 }
 
 // claimCap is how many tasks the worker may hold claimed now: its
-// concurrency, and its prefetch besides while its handlers are quick (see
-// pace.quick).
+// concurrency, and besides, while its handlers are quick, as many as its
+// slots finish during one claiming call, up to its prefetch (see
+// pace.ahead).
 func (w *Worker) claimCap() int {
-	if w.prefetch > 0 && w.pace.quick() {
-		return w.concurrency + w.prefetch
-	}
-	return w.concurrency
+	return w.concurrency + w.pace.ahead(w.concurrency, w.prefetch)
 }
 
 // tryClaim takes a slot if fewer than limit are taken.
@@ -1703,6 +1704,24 @@ type pace struct {
 func (p *pace) quick() bool {
 	h, t := p.handler.v.Load(), p.trip.v.Load()
 	return h > 0 && t >= int64(prefetchMinTrip) && h <= t
+}
+
+// ahead is how many tasks a worker of c slots claims ahead, most at the
+// most: none unless its handlers are quick; else as many as the slots
+// finish while one claiming call travels (c times the call's time over a
+// handler's, rounded up: at least c), so that the slots stay busy for the
+// call and a task claimed ahead waits about as long as the call takes.
+// The quicker the handlers against the call, the more tasks each call
+// acknowledges and claims, which is what spreads its cost.
+func (p *pace) ahead(c, most int) int {
+	if most <= 0 || !p.quick() {
+		return 0
+	}
+	h, t := p.handler.v.Load(), p.trip.v.Load()
+	if t/h >= int64(most) {
+		return most
+	}
+	return int(min((int64(c)*t+h-1)/h, int64(most)))
 }
 
 // prefetchMinTrip is the shortest claiming call worth overlapping with a
