@@ -447,7 +447,12 @@ func (x *runtimeRun) run(ctx context.Context, queue *core.Queue, inspectors []*c
 		resumed := make(chan struct{})
 		go x.guard(inspectorName(0), func() {
 			defer close(resumed)
-			for range 3 { // a call fault may lose a resume: it is idempotent
+			// A call fault may lose a resume, and a busy database answer
+			// it ErrBusy, each having done nothing; a resume is
+			// idempotent, so it is sent until one is answered, up to
+			// maxResumes times (a history once left the queue paused after
+			// two busy answers and a lost request).
+			for range maxResumes {
 				if _, err := inspectors[0].Resume(runCtx); err == nil {
 					return
 				}
@@ -573,6 +578,10 @@ func (x *runtimeRun) abort(err error, stop context.CancelFunc, left *atomic.Int6
 	}
 	return err
 }
+
+// maxResumes is how many times the harness sends its Resume after an
+// operator paused the queue, until one is answered.
+const maxResumes = 20
 
 // operate performs one operator action.
 func operate(ctx context.Context, in *core.Inspector, a InspectAction, p *RuntimePlan) {
