@@ -157,57 +157,49 @@ func TestWorkerClaimsAheadWhatItsSlotsFinishDuringACall(t *testing.T) {
 	// Handlers of 3 ms beside calls of 12 ms: about four run during a
 	// call, so the worker holds about four tasks ahead, not its prefetch
 	// of 50 (a task claimed ahead waits about as long as a call takes).
-	clk := core.NewFakeClock(t0)
-	s := newBatchRecStore(t, clk)
-	slowCalls(s, 12*time.Millisecond)
-	const n = 40
-	for i := range n {
-		enqueue(t, s, clk, fmt.Sprintf("t%02d", i))
-	}
-	var held atomic.Int32
-	w := newWorker(t, s, clk, func(context.Context, core.Claim, core.Task) ([]byte, error) {
-		if r := int32(runningNow(t, s.Store)); r-1 > held.Load() {
-			held.Store(r - 1)
-		}
-		time.Sleep(3 * time.Millisecond)
-		return nil, nil
-	}, core.WithPrefetch(50)) // concurrency 1
-	stop := started(t, w)
-	waitAcked(t, w, n)
-	stop()
+	held := claimedBesideHandlers(t, 40, 12*time.Millisecond, 3*time.Millisecond, core.WithPrefetch(50)) // concurrency 1
 	// Scheduling delays stretch both sides; anything from one to a dozen
 	// is the rule at work, the prefetch is not.
-	if h := held.Load(); h < 1 || h > 12 {
-		t.Errorf("at most %d task(s) claimed ahead of a 3 ms handler over 12 ms calls; want about 4 (1..12), not the prefetch of 50", h)
+	if held < 1 || held > 12 {
+		t.Errorf("at most %d task(s) claimed ahead of a 3 ms handler over 12 ms calls; want about 4 (1..12), not the prefetch of 50", held)
 	}
 }
 
-func TestWorkerDoesNotPrefetchBehindSlowHandlers(t *testing.T) {
+// claimedBesideHandlers runs n tasks through a worker with opts over
+// AckBatch calls that take call, each handler taking handler, and returns
+// the most tasks the store held Running beside a handler's own as it
+// started.
+func claimedBesideHandlers(t *testing.T, n int, call, handler time.Duration, opts ...core.WorkerOption) int32 {
+	t.Helper()
 	clk := core.NewFakeClock(t0)
 	s := newBatchRecStore(t, clk)
-	const n = 8
 	for i := range n {
-		enqueue(t, s, clk, fmt.Sprintf("t%d", i))
+		enqueue(t, s, clk, fmt.Sprintf("t%02d", i))
 	}
-	// Calls long enough to be worth overlapping, handlers ten times as
-	// long: claiming ahead would keep a task waiting behind a handler.
-	slowCalls(s, time.Millisecond)
+	slowCalls(s, call)
 	var held atomic.Int32
 	w := newWorker(t, s, clk, func(context.Context, core.Claim, core.Task) ([]byte, error) {
 		if r := int32(runningNow(t, s.Store)); r-1 > held.Load() {
 			held.Store(r - 1)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(handler)
 		return nil, nil
-	}, core.WithConcurrency(2), core.WithPrefetch(2))
+	}, opts...)
 	stop := started(t, w)
 	s.wait(t, "AckBatch", 1)
-	waitAcked(t, w, n)
+	waitAcked(t, w, int64(n))
 	stop()
+	return held.Load()
+}
+
+func TestWorkerDoesNotPrefetchBehindSlowHandlers(t *testing.T) {
+	// Calls long enough to be worth overlapping, handlers ten times as
+	// long: claiming ahead would keep a task waiting behind a handler.
+	held := claimedBesideHandlers(t, 8, time.Millisecond, 10*time.Millisecond, core.WithConcurrency(2), core.WithPrefetch(2))
 	// Two handlers at once: the other one's task is Running too, but
 	// none beyond them.
-	if held.Load() > 1 {
-		t.Errorf("%d tasks Running beside a handler at concurrency 2; want at most 1 (no claims ahead behind slow handlers)", held.Load())
+	if held > 1 {
+		t.Errorf("%d tasks Running beside a handler at concurrency 2; want at most 1 (no claims ahead behind slow handlers)", held)
 	}
 }
 
