@@ -314,7 +314,10 @@ func newWorker(store Store, queue string, handler Handler, preset *common, opts 
 		return nil, fmt.Errorf("%w: heartbeat %v must be shorter than the lease %v", ErrInvalidArgument, w.heartbeat, w.lease)
 	}
 	if !w.prefetchSet {
-		w.prefetch = min(max(DefaultPrefetchFactor*w.concurrency, MinDefaultPrefetch), MaxBatch)
+		w.prefetch = MaxBatch
+		if w.concurrency < MaxBatch { // (DefaultPrefetchFactor times a larger one might overflow)
+			w.prefetch = min(max(DefaultPrefetchFactor*w.concurrency, MinDefaultPrefetch), MaxBatch)
+		}
 	}
 	claims := w.concurrency + w.prefetch
 	if w.batch == 0 {
@@ -1718,7 +1721,7 @@ func (p *pace) ahead(c, most int) int {
 		return 0
 	}
 	h, t := p.handler.v.Load(), p.trip.v.Load()
-	if t/h >= int64(most) {
+	if c >= most || t/h >= int64(most) { // (and c*t cannot overflow below)
 		return most
 	}
 	return int(min((int64(c)*t+h-1)/h, int64(most)))

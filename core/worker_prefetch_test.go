@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -146,6 +147,7 @@ func TestPrefetchAheadIsWhatTheSlotsFinishDuringACall(t *testing.T) {
 		{us, 3 * ms, 64, 1000, 1000}, // capped at the prefetch
 		{us, 3 * ms, 1, 0, 0},        // prefetch off
 		{0, 3 * ms, 1, 64, 0},        // no handler measured yet
+		{10 * time.Second, 1000 * time.Second, math.MaxInt / 2, 1000, 1000}, // no overflow
 	} {
 		if got := core.PrefetchAhead(c.handler, c.trip, c.c, c.most); got != c.want {
 			t.Errorf("ahead(handler %v, call %v, %d slots, prefetch %d) = %d; want %d", c.handler, c.trip, c.c, c.most, got, c.want)
