@@ -1698,29 +1698,21 @@ type pace struct {
 	handler, trip ewma
 }
 
-// quick reports whether the handlers run, on recent evidence, no longer
-// than a claiming call takes, and the calls take at least prefetchMinTrip.
-// Only then does a worker claim ahead (WithPrefetch): a task claimed ahead
-// then waits about as long as its own claim would have taken, and a worker
-// whose handlers are slow, for which claiming ahead gains little, does not
-// keep tasks from other workers.
-func (p *pace) quick() bool {
-	h, t := p.handler.v.Load(), p.trip.v.Load()
-	return h > 0 && t >= int64(prefetchMinTrip) && h <= t
-}
-
 // ahead is how many tasks a worker of c slots claims ahead, most at the
-// most: none unless its handlers are quick; else as many as the slots
-// finish while one claiming call travels (c times the call's time over a
-// handler's, rounded up: at least c), so that the slots stay busy for the
-// call and a task claimed ahead waits about as long as the call takes.
-// The quicker the handlers against the call, the more tasks each call
-// acknowledges and claims, which is what spreads its cost.
+// most. None unless its handlers are quick: they run, on recent evidence,
+// no longer than a claiming call takes, and the calls take at least
+// prefetchMinTrip; a worker whose handlers are slow, for which claiming
+// ahead gains little, does not keep tasks from other workers. Else as many
+// as the slots finish while one claiming call travels (c times the call's
+// time over a handler's, rounded up: at least c), so that the slots stay
+// busy for the call and a task claimed ahead waits about as long as the
+// call takes. The quicker the handlers against the call, the more tasks
+// each call acknowledges and claims, which is what spreads its cost.
 func (p *pace) ahead(c, most int) int {
-	if most <= 0 || !p.quick() {
+	h, t := p.handler.v.Load(), p.trip.v.Load()
+	if most <= 0 || h <= 0 || t < int64(prefetchMinTrip) || h > t {
 		return 0
 	}
-	h, t := p.handler.v.Load(), p.trip.v.Load()
 	if c >= most || t/h >= int64(most) { // (and c*t cannot overflow below)
 		return most
 	}

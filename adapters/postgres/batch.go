@@ -628,12 +628,8 @@ func (r *rawTask) damage() error {
 	if c.state == -int16(model.Failed) {
 		c.state = int16(model.Failed)
 	}
-	_, err := c.decode()
-	var d *damagedError
-	if errors.As(err, &d) {
-		return decided(d)
-	}
-	return nil
+	_, err := c.decode() // nil, or a *damagedError
+	return decided(err)
 }
 
 // damageFirst is err, an item's refusal, unless its guard refused it
