@@ -160,6 +160,7 @@ type sample struct {
 	elapsed  time.Duration
 	complete bool        // all tasks done within the cell limit
 	redis    *redisUsage // nil off Redis
+	probe    *probeStats // nil off Redis
 	err      error
 }
 
@@ -355,11 +356,20 @@ func measure(ctx context.Context, e *env, s system, w workload) (smp sample) {
 	var end time.Time
 	var after redisUsage
 	var afterErr error
+	var prb *probe
+	if e.admin != nil && s.group == "redis" {
+		if prb, err = startProbe(setup, e); err != nil {
+			return sample{err: err}
+		}
+	}
 	var once sync.Once
 	finished := func() {
 		once.Do(func() {
 			end = time.Now()
-			if e.admin != nil && s.group == "redis" {
+			if prb != nil {
+				smp.probe, afterErr = prb.finish(setup, e)
+			}
+			if e.admin != nil && s.group == "redis" && afterErr == nil {
 				after, afterErr = readUsage(setup, e.admin, false)
 			}
 		})

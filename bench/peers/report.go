@@ -151,6 +151,10 @@ func (s sample) line(w string) string {
 		out += fmt.Sprintf("  calls/task %.2f, scripts/task %.2f, script µs/task %.1f, CPU µs/task %.1f",
 			s.redis.calls, s.redis.scripts, s.redis.scriptUsec, s.redis.cpuUsec)
 	}
+	if s.probe != nil {
+		out += fmt.Sprintf("; PING p50/p99 %.2f/%.2f ms, longest call %.2f ms, %d calls > 1 ms",
+			ms(s.probe.p50), ms(s.probe.p99), ms(s.probe.longest), s.probe.slow)
+	}
 	return out
 }
 
@@ -325,22 +329,31 @@ func (r *report) redisTable(w io.Writer, names []string, cols []workload) {
 	fmt.Fprintf(w, "Server work per task, from INFO commandstats (CONFIG RESETSTAT before each measurement) and INFO cpu, medians. "+
 		"Redis counts the commands a script runs among the calls, and a script's time includes theirs; "+
 		"CPU is the server process's user+system time, parsing and network included.\n\n")
-	fmt.Fprintf(w, "| system | workload | calls/task | scripts/task | script µs/task | server CPU µs/task |\n")
-	fmt.Fprintf(w, "| --- | --- | ---: | ---: | ---: | ---: |\n")
+	fmt.Fprintf(w, "The last three columns are what other clients of the server saw meanwhile, medians of the rounds: "+
+		"the round trip of a PING sent every millisecond on a connection of its own (50th / 99th percentile), "+
+		"and the longest call the server ran with the number of calls over 1 ms (SLOWLOG); "+
+		"the server runs one command at a time, so a long script delays every other client.\n\n")
+	fmt.Fprintf(w, "| system | workload | calls/task | scripts/task | script µs/task | server CPU µs/task | PING p50 / p99 ms | longest call ms | calls > 1 ms |\n")
+	fmt.Fprintf(w, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, n := range names {
 		for _, c := range cols {
 			ss := r.ok(cellKey{"redis", n, c.name})
 			if len(ss) == 0 {
 				continue
 			}
-			var calls, scripts, usec, cpu []float64
+			var calls, scripts, usec, cpu, p50, p99, longest, slow []float64
 			for _, s := range ss {
 				if s.redis != nil {
 					calls, scripts = append(calls, s.redis.calls), append(scripts, s.redis.scripts)
 					usec, cpu = append(usec, s.redis.scriptUsec), append(cpu, s.redis.cpuUsec)
 				}
+				if s.probe != nil {
+					p50, p99 = append(p50, ms(s.probe.p50)), append(p99, ms(s.probe.p99))
+					longest, slow = append(longest, ms(s.probe.longest)), append(slow, float64(s.probe.slow))
+				}
 			}
-			fmt.Fprintf(w, "| %s | %s | %.2f | %.2f | %.1f | %.1f |\n", n, c.title, median(calls), median(scripts), median(usec), median(cpu))
+			fmt.Fprintf(w, "| %s | %s | %.2f | %.2f | %.1f | %.1f | %.2f / %.2f | %.2f | %.0f |\n", n, c.title, median(calls), median(scripts), median(usec), median(cpu),
+				median(p50), median(p99), median(longest), median(slow))
 		}
 	}
 	fmt.Fprintln(w)
@@ -383,3 +396,6 @@ func (r *report) errors(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 }
+
+// ms is d in milliseconds.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
