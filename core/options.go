@@ -130,7 +130,8 @@ func WithRetryPolicy(p RetryPolicy) RunnerOption {
 
 // WithBatchSize sets how many tasks one store call may handle, 1..MaxBatch.
 // A Worker pops, and on a BatchStore acknowledges, up to this many tasks at
-// once (default: its concurrency plus its prefetch, at most MaxBatch); a
+// once (default: its concurrency plus its prefetch, at most MaxBatch, and
+// at most what a BatchSizer store asks for: 64 on Redis); a
 // Broker promotes and claims up to this many per call (default 100).
 func WithBatchSize(n int) RunnerOption {
 	return func(c *common, r *runner) {

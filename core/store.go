@@ -156,6 +156,19 @@ type AckFlighter interface {
 	AckFlights() int
 }
 
+// BatchSizer is implemented by a BatchStore whose calls should carry fewer
+// tasks than a Worker would otherwise put in them (its concurrency plus its
+// prefetch, at most MaxBatch): a Redis server runs a script to its end
+// before any other client's command, so a call of hundreds of tasks holds
+// up every other client of the server for milliseconds. A Worker on such a
+// store takes DefaultBatchSize (clamped to 1..MaxBatch) as its batch size
+// unless WithBatchSize sets one.
+type BatchSizer interface {
+	// DefaultBatchSize is the batch size of a Worker on the store that
+	// does not set one.
+	DefaultBatchSize() int
+}
+
 // Notifier is implemented by a store that can tell a waiting Worker that a
 // queue may have gained a Ready task (the PostgreSQL adapter, with
 // LISTEN/NOTIFY). A Worker whose store implements it waits on the channel

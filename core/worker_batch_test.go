@@ -557,3 +557,59 @@ func TestWorkerKeepsAsManyAckBatchesOutAsTheStoreAsks(t *testing.T) {
 		})
 	}
 }
+
+// sized adds core.BatchSizer to a batchRecStore.
+type sized struct {
+	*batchRecStore
+	size int
+}
+
+func (s sized) DefaultBatchSize() int { return s.size }
+
+// A Worker on a store that asks for a batch size (BatchSizer) claims and
+// acknowledges at most that many tasks a call, below what its concurrency
+// and prefetch would give; WithBatchSize still sets it.
+func TestWorkerTakesTheBatchSizeTheStoreAsks(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		opts  []core.WorkerOption
+		most  int // the largest Pop or AckBatch wanted
+		exact bool
+	}{
+		{"store's", nil, 3, false},
+		{"worker's", []core.WorkerOption{core.WithBatchSize(5)}, 5, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clk := core.NewFakeClock(t0)
+			s := newBatchRecStore(t, clk)
+			const n = 60
+			for i := range n {
+				enqueue(t, s, clk, fmt.Sprintf("t%02d", i))
+			}
+			w := newWorker(t, sized{s, 3}, clk, func(context.Context, core.Claim, core.Task) ([]byte, error) {
+				return nil, nil
+			}, append([]core.WorkerOption{core.WithConcurrency(8)}, c.opts...)...)
+			stop := started(t, w)
+			deadline := time.Now().Add(guard)
+			for w.Stats().Acked < n && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			stop()
+			if st := w.Stats(); st.Acked != n {
+				t.Fatalf("stats = %+v", st)
+			}
+			largest := 0
+			for _, e := range s.snapshot() {
+				switch e.Op {
+				case "Pop":
+					largest = max(largest, e.N)
+				case "AckBatch":
+					largest = max(largest, e.N, e.Pop)
+				}
+			}
+			if largest > c.most || (c.exact && largest != c.most) {
+				t.Fatalf("the largest call wanted %d tasks, want at most %d (exactly: %v)", largest, c.most, c.exact)
+			}
+		})
+	}
+}

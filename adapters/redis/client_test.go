@@ -232,3 +232,29 @@ func TestTheStoreAsksForTwoAckBatchesAtOnce(t *testing.T) {
 		t.Fatalf("AckFlights = %d, want 2", got)
 	}
 }
+
+// A Worker on the store that sets no batch size takes the store's
+// (core.BatchSizer): DefaultBatchSize, or WithDefaultBatchSize's, clamped
+// to 1..core.MaxBatch.
+func TestStoreAsksWorkersForSmallBatches(t *testing.T) {
+	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	defer c.Close()
+	for _, tc := range []struct {
+		opts []redis.Option
+		want int
+	}{
+		{nil, redis.DefaultBatchSize},
+		{[]redis.Option{redis.WithDefaultBatchSize(200)}, 200},
+		{[]redis.Option{redis.WithDefaultBatchSize(0)}, 1},
+		{[]redis.Option{redis.WithDefaultBatchSize(core.MaxBatch + 1)}, core.MaxBatch},
+	} {
+		s, err := redis.New(c, tc.opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bs core.BatchSizer = s
+		if got := bs.DefaultBatchSize(); got != tc.want {
+			t.Fatalf("DefaultBatchSize = %d, want %d", got, tc.want)
+		}
+	}
+}

@@ -42,6 +42,7 @@ type Store struct {
 	keys        sync.Map      // queue name -> []string, its keys (baseKeys)
 	nkeys       atomic.Int64  // queues in keys
 	batched     atomic.Uint64 // Enqueue calls sent in a batch of several
+	workerBatch int           // WithDefaultBatchSize
 }
 
 var _ core.Store = (*Store)(nil)
@@ -66,6 +67,25 @@ func WithCapacity(n int) Option {
 	return func(s *Store) { s.capacity = max(n, 0) }
 }
 
+// DefaultBatchSize is the batch size of a core.Worker on a Store made
+// without WithDefaultBatchSize: how many tasks one of its calls claims, and
+// at most how many it acknowledges. The server runs a call's script to its
+// end before any other client's command; a Worker of 64 slots whose calls
+// carried up to its default of 512 tasks made the scripts run up to 6.6 ms
+// and another client's PING wait 10 ms at the median, where with 64 the
+// longest script took about 1.5 ms, for about a tenth less throughput (the
+// peer benchmark's "PING" and "longest call" columns, bench/peers).
+const DefaultBatchSize = 64
+
+// WithDefaultBatchSize sets the batch size (1..core.MaxBatch) of a
+// core.Worker on the store that does not set one with core.WithBatchSize
+// (core.BatchSizer). Larger batches cost the server less per task and make
+// every other client of the server wait longer while one runs. A value
+// outside 1..core.MaxBatch is clamped.
+func WithDefaultBatchSize(n int) Option {
+	return func(s *Store) { s.workerBatch = min(max(n, 1), core.MaxBatch) }
+}
+
 // WithPrefix sets the prefix of every key the store writes (DefaultPrefix
 // when not given), so several applications can share one Redis. The prefix
 // must not contain '{' or '}': the queue's hash tag follows it.
@@ -81,7 +101,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 	}
 	var b [12]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	s := &Store{rdb: client, prefix: DefaultPrefix, reqBase: base64.RawURLEncoding.EncodeToString(b[:]) + "."}
+	s := &Store{rdb: client, prefix: DefaultPrefix, workerBatch: DefaultBatchSize, reqBase: base64.RawURLEncoding.EncodeToString(b[:]) + "."}
 	for _, o := range opts {
 		o(s)
 	}
@@ -139,6 +159,12 @@ func (s *Store) Prefix() string { return s.prefix }
 // / 2.35 times asynq's rate at 8 workers and from 2.44 / 2.48 / 2.28 to
 // 3.35 / 4.22 / 3.38 at 64. A Worker of one slot has one call to send.
 func (s *Store) AckFlights() int { return 2 }
+
+// DefaultBatchSize implements core.BatchSizer: a core.Worker that does not
+// set its batch size uses the store's (DefaultBatchSize, or
+// WithDefaultBatchSize), so that no call of it holds up the server's other
+// clients for long.
+func (s *Store) DefaultBatchSize() int { return s.workerBatch }
 
 // Close marks the store closed (later operations return core.ErrClosed) and,
 // for a Store from Open, closes its client. Closing twice is not an error.
