@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // TestSmoke runs every cell once on 50 tasks, as `make bench-peers` would,
@@ -73,6 +74,8 @@ func TestSmoke(t *testing.T) {
 				t.Logf("%s: no task done within the cell limit", k)
 			case s.group == "redis" && (smp.redis == nil || smp.redis.scripts < 0.005 || smp.redis.cpuUsec <= 0):
 				t.Errorf("%s: server usage %+v", k, smp.redis)
+			case s.group == "redis" && smp.probe == nil:
+				t.Errorf("%s: no probe of the server's other clients", k)
 			}
 		}
 	}
@@ -83,7 +86,7 @@ func TestSmoke(t *testing.T) {
 		"### Redis", "### SQLite, each system", "### SQLite at matched durability",
 		"| leasehold / asynq |", "| leasehold / river |", "| leasehold / goqite |", "| ceiling: EVALSHA",
 		"river: journal_mode=delete, synchronous=FULL", "goqite: journal_mode=wal, synchronous=NORMAL",
-		"load average",
+		"load average", "| PING p50 / p99 ms | longest call ms | calls > 1 ms |",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
@@ -175,5 +178,52 @@ func TestMedianAndCmdstat(t *testing.T) {
 	}
 	if got := num(1234567.4); got != "1 234 567" {
 		t.Errorf("num = %q", got)
+	}
+}
+
+// The probe sees what a long script does to the server's other clients: a
+// script that runs 5 ms shows in SLOWLOG as the longest call, and a PING
+// sent meanwhile waits for it.
+func TestProbeSeesALongScript(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("redis-server not on PATH")
+		}
+		t.Skip("redis-server not on PATH (apt-get install redis-server)")
+	}
+	ctx := context.Background()
+	srv, err := startRedis(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.stop()
+	opt, err := goredis.ParseURL(srv.url())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{redisURL: srv.url(), admin: goredis.NewClient(opt)}
+	defer e.admin.Close()
+	p, err := startProbe(ctx, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const spin = `local t = redis.call('TIME'); local start = t[1] * 1e6 + t[2]
+repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] - start >= tonumber(ARGV[1])
+return 1`
+	for range 20 {
+		if err := e.admin.Eval(ctx, spin, nil, 5000).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := p.finish(ctx, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (Another call may take over 1 ms on a busy machine.)
+	if st.slow < 20 || st.longest < 5*time.Millisecond || st.longest > time.Second {
+		t.Errorf("SLOWLOG: %d calls over 1 ms, the longest %v; want at least the 20 scripts of 5 ms", st.slow, st.longest)
+	}
+	if st.p99 < time.Millisecond || st.p50 <= 0 {
+		t.Errorf("PING p50 %v, p99 %v while the server spent 0.1 s in scripts of 5 ms", st.p50, st.p99)
 	}
 }
