@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -40,7 +41,7 @@ type probe struct {
 // startProbe readies SLOWLOG (threshold slowCall, emptied) and starts
 // PINGing.
 func startProbe(ctx context.Context, e *env) (*probe, error) {
-	for _, kv := range [][2]string{{"slowlog-log-slower-than", "1000"}, {"slowlog-max-len", "100000"}} {
+	for _, kv := range [][2]string{{"slowlog-log-slower-than", strconv.FormatInt(slowCall.Microseconds(), 10)}, {"slowlog-max-len", "100000"}} {
 		if err := e.admin.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
 			return nil, err
 		}
