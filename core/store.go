@@ -160,9 +160,9 @@ type AckFlighter interface {
 // tasks than a Worker would otherwise put in them (its concurrency plus its
 // prefetch, at most MaxBatch): a Redis server runs a script to its end
 // before any other client's command, so a call of hundreds of tasks holds
-// up every other client of the server for milliseconds. A Worker on such a
-// store takes DefaultBatchSize (clamped to 1..MaxBatch) as its batch size
-// unless WithBatchSize sets one.
+// up every other client of the server for milliseconds. Unless
+// WithBatchSize sets its batch size, a Worker on such a store takes at most
+// DefaultBatchSize (at least 1) as its batch size.
 type BatchSizer interface {
 	// DefaultBatchSize is the batch size of a Worker on the store that
 	// does not set one.

@@ -72,9 +72,11 @@ func WithCapacity(n int) Option {
 // at most how many it acknowledges. The server runs a call's script to its
 // end before any other client's command; a Worker of 64 slots whose calls
 // carried up to its default of 512 tasks made the scripts run up to 6.6 ms
-// and another client's PING wait 10 ms at the median, where with 64 the
-// longest script took about 1.5 ms, for about a tenth less throughput (the
-// peer benchmark's "PING" and "longest call" columns, bench/peers).
+// and another client's PING wait 10 ms at the median; with 64 the longest
+// script took 1.3–2.4 ms and the PING 1.5 ms, for about a fifth less
+// throughput at 64 slots (BenchmarkWorker 19.9 → 23.6 µs a task) and the
+// same at 1 and 8 (the peer benchmark's "PING" and "longest call" columns,
+// bench/peers).
 const DefaultBatchSize = 64
 
 // WithDefaultBatchSize sets the batch size (1..core.MaxBatch) of a

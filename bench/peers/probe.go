@@ -100,6 +100,9 @@ func (p *probe) finish(ctx context.Context, e *env) (*probeStats, error) {
 		return nil, err
 	}
 	for _, l := range logs {
+		if len(l.Args) == 0 {
+			continue
+		}
 		switch l.Args[0] {
 		case "config", "CONFIG", "slowlog", "SLOWLOG", "info", "INFO":
 			continue
