@@ -213,6 +213,19 @@ func ackFlights(s core.Store) int {
 	return 1
 }
 
+// DefaultBatchSize passes the store's core.BatchSizer on: a Worker over the
+// layer makes calls as large as over the store itself.
+func (f *batchFaultLayer) DefaultBatchSize() int { return batchSize(f.Store) }
+
+// batchSize is s's DefaultBatchSize, or core.MaxBatch when s does not
+// implement core.BatchSizer (no cap, as a Worker reads it).
+func batchSize(s core.Store) int {
+	if b, ok := s.(core.BatchSizer); ok {
+		return b.DefaultBatchSize()
+	}
+	return core.MaxBatch
+}
+
 // componentStore records the calls of one component (a worker, a broker, a
 // producer, an inspector), all under the component's name. A component may
 // call from many goroutines at once (a worker's handlers, heartbeats and
@@ -360,6 +373,9 @@ func (s *batchComponentStore) AckBatch(ctx context.Context, p core.AckBatchParam
 // AckFlights passes the inner store's core.AckFlighter on.
 func (s *batchComponentStore) AckFlights() int { return ackFlights(s.inner) }
 
+// DefaultBatchSize passes the inner store's core.BatchSizer on.
+func (s *batchComponentStore) DefaultBatchSize() int { return batchSize(s.inner) }
+
 // skewClock is a component's own clock: the harness's, off by skew.
 type skewClock struct {
 	core.Clock
@@ -480,3 +496,6 @@ func (r *batchRouteStore) AckBatch(ctx context.Context, p core.AckBatchParams) (
 
 // AckFlights passes the worker's store's core.AckFlighter on.
 func (r *batchRouteStore) AckFlights() int { return ackFlights(r.batch) }
+
+// DefaultBatchSize passes the worker's store's core.BatchSizer on.
+func (r *batchRouteStore) DefaultBatchSize() int { return batchSize(r.batch) }
