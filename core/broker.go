@@ -73,7 +73,7 @@ func newBroker(store Store, preset *common, opts []BrokerOption) (*Broker, error
 		store:    store,
 		interval: DefaultBrokerInterval,
 		claimTTL: DefaultClaimTTL,
-		runner:   runner{retry: DefaultRetryPolicy, batch: DefaultBrokerBatch},
+		runner:   runner{retry: DefaultRetryPolicy},
 	}
 	b.init()
 	if preset != nil {
@@ -84,6 +84,12 @@ func newBroker(store Store, preset *common, opts []BrokerOption) (*Broker, error
 	}
 	if b.err != nil {
 		return nil, b.err
+	}
+	if b.batch == 0 { // WithBatchSize not given
+		b.batch = DefaultBrokerBatch
+		if bs, ok := store.(BatchSizer); ok {
+			b.batch = min(b.batch, max(bs.DefaultBatchSize(), 1))
+		}
 	}
 	if len(b.queues) == 0 {
 		return nil, fmt.Errorf("%w: a broker needs at least one queue (WithQueues)", ErrInvalidArgument)

@@ -3,7 +3,9 @@ package core_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -302,5 +304,60 @@ func TestBrokerRunStopsWhenTheStoreIsClosed(t *testing.T) {
 	_ = s.Close()
 	if err := b.Run(context.Background()); !errors.Is(err, core.ErrClosed) {
 		t.Fatalf("Run = %v, want ErrClosed", err)
+	}
+}
+
+// limitRecStore is a store that asks for batches of size (core.BatchSizer)
+// and records the Limit of each Promote.
+type limitRecStore struct {
+	core.Store
+	size   int
+	mu     sync.Mutex
+	limits []int
+}
+
+func (s *limitRecStore) DefaultBatchSize() int { return s.size }
+
+func (s *limitRecStore) Promote(ctx context.Context, p core.PromoteParams) (core.IDsResult, error) {
+	s.mu.Lock()
+	s.limits = append(s.limits, p.Limit)
+	s.mu.Unlock()
+	return s.Store.Promote(ctx, p)
+}
+
+// A Broker on a store that asks for a batch size (BatchSizer) promotes at
+// most that many tasks a call, below its default of 100; WithBatchSize
+// still sets it.
+func TestBrokerTakesTheBatchSizeTheStoreAsks(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts []core.BrokerOption
+		want int
+	}{
+		{"store's", nil, 2},
+		{"broker's", []core.BrokerOption{core.WithBatchSize(4)}, 4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clk := core.NewFakeClock(t0)
+			s := &limitRecStore{Store: newStore(t, clk), size: 2}
+			for i := range 5 {
+				enqueue(t, s, clk, fmt.Sprintf("t%d", i), core.WithDelay(time.Second))
+			}
+			clk.Advance(time.Second)
+			b := newBroker(t, s, clk, c.opts...)
+			if p, err := b.RunOnce(context.Background()); err != nil || p.Promoted != 5 {
+				t.Fatalf("RunOnce = %+v, %v; want 5 promoted", p, err)
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			for _, l := range s.limits {
+				if l != c.want {
+					t.Fatalf("Promote limits %v, want each %d", s.limits, c.want)
+				}
+			}
+			if len(s.limits) < 5/c.want+1 {
+				t.Fatalf("Promote limits %v: fewer calls than %d tasks need", s.limits, 5)
+			}
+		})
 	}
 }

@@ -132,7 +132,8 @@ func WithRetryPolicy(p RetryPolicy) RunnerOption {
 // A Worker pops, and on a BatchStore acknowledges, up to this many tasks at
 // once (default: its concurrency plus its prefetch, at most MaxBatch, and
 // at most what a BatchSizer store asks for: 64 on Redis); a
-// Broker promotes and claims up to this many per call (default 100).
+// Broker promotes and claims up to this many per call (default 100, and at
+// most what a BatchSizer store asks for).
 func WithBatchSize(n int) RunnerOption {
 	return func(c *common, r *runner) {
 		if n < 1 || n > MaxBatch {

@@ -157,15 +157,16 @@ type AckFlighter interface {
 }
 
 // BatchSizer is implemented by a BatchStore whose calls should carry fewer
-// tasks than a Worker would otherwise put in them (its concurrency plus its
-// prefetch, at most MaxBatch): a Redis server runs a script to its end
-// before any other client's command, so a call of hundreds of tasks holds
-// up every other client of the server for milliseconds. Unless
-// WithBatchSize sets its batch size, a Worker on such a store takes at most
+// tasks than a Worker or a Broker would otherwise put in them (a Worker's
+// concurrency plus its prefetch, at most MaxBatch; a Broker's
+// DefaultBrokerBatch): a Redis server runs a script to its end before any
+// other client's command, so a call of hundreds of tasks holds up every
+// other client of the server for milliseconds. Unless WithBatchSize sets
+// its batch size, a Worker or a Broker on such a store takes at most
 // DefaultBatchSize (at least 1) as its batch size.
 type BatchSizer interface {
-	// DefaultBatchSize is the batch size of a Worker on the store that
-	// does not set one.
+	// DefaultBatchSize is the largest batch size of a Worker or a Broker
+	// on the store that does not set one.
 	DefaultBatchSize() int
 }
 

@@ -80,8 +80,9 @@ func WithCapacity(n int) Option {
 const DefaultBatchSize = 64
 
 // WithDefaultBatchSize sets the batch size (1..core.MaxBatch) of a
-// core.Worker on the store that does not set one with core.WithBatchSize
-// (core.BatchSizer). Larger batches cost the server less per task and make
+// core.Worker on the store that does not set one with core.WithBatchSize,
+// and the most a core.Broker's calls carry unless it sets one (its default
+// is 100; core.BatchSizer). Larger batches cost the server less per task and make
 // every other client of the server wait longer while one runs. A value
 // outside 1..core.MaxBatch is clamped.
 func WithDefaultBatchSize(n int) Option {
@@ -162,10 +163,10 @@ func (s *Store) Prefix() string { return s.prefix }
 // 3.35 / 4.22 / 3.38 at 64. A Worker of one slot has one call to send.
 func (s *Store) AckFlights() int { return 2 }
 
-// DefaultBatchSize implements core.BatchSizer: a core.Worker that does not
-// set its batch size uses the store's (DefaultBatchSize, or
-// WithDefaultBatchSize), so that no call of it holds up the server's other
-// clients for long.
+// DefaultBatchSize implements core.BatchSizer: a core.Worker or a
+// core.Broker that does not set its batch size uses at most the store's
+// (DefaultBatchSize, or WithDefaultBatchSize), so that no call of it holds
+// up the server's other clients for long.
 func (s *Store) DefaultBatchSize() int { return s.workerBatch }
 
 // Close marks the store closed (later operations return core.ErrClosed) and,
