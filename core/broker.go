@@ -86,10 +86,7 @@ func newBroker(store Store, preset *common, opts []BrokerOption) (*Broker, error
 		return nil, b.err
 	}
 	if b.batch == 0 { // WithBatchSize not given
-		b.batch = DefaultBrokerBatch
-		if bs, ok := store.(BatchSizer); ok {
-			b.batch = min(b.batch, max(bs.DefaultBatchSize(), 1))
-		}
+		b.batch = storeBatch(store, DefaultBrokerBatch)
 	}
 	if len(b.queues) == 0 {
 		return nil, fmt.Errorf("%w: a broker needs at least one queue (WithQueues)", ErrInvalidArgument)

@@ -170,6 +170,15 @@ type BatchSizer interface {
 	DefaultBatchSize() int
 }
 
+// storeBatch is the batch size of a Worker or Broker on store that sets
+// none: def, or less if store asks for less (BatchSizer).
+func storeBatch(store Store, def int) int {
+	if bs, ok := store.(BatchSizer); ok {
+		return min(def, max(bs.DefaultBatchSize(), 1))
+	}
+	return def
+}
+
 // Notifier is implemented by a store that can tell a waiting Worker that a
 // queue may have gained a Ready task (the PostgreSQL adapter, with
 // LISTEN/NOTIFY). A Worker whose store implements it waits on the channel

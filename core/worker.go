@@ -322,10 +322,7 @@ func newWorker(store Store, queue string, handler Handler, preset *common, opts 
 	}
 	claims := w.concurrency + w.prefetch
 	if w.batch == 0 {
-		w.batch = min(claims, MaxBatch)
-		if bs, ok := store.(BatchSizer); ok {
-			w.batch = min(w.batch, max(bs.DefaultBatchSize(), 1))
-		}
+		w.batch = storeBatch(store, min(claims, MaxBatch))
 	}
 	w.batch = min(w.batch, claims)
 	w.slots = make(chan struct{}, claims)

@@ -20,13 +20,7 @@ import (
 // reference rows, the local PostgreSQL; without them it skips, except with
 // CI=true.
 func TestSmoke(t *testing.T) {
-	ci := os.Getenv("CI") == "true"
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if ci {
-			t.Fatal("redis-server not on PATH")
-		}
-		t.Skip("redis-server not on PATH (apt-get install redis-server)")
-	}
+	ci := needRedisServer(t)
 	const tasks = 50
 	args := []string{"-tasks", "50", "-rounds", "1", "-cell-limit", "3s", "-quiet"}
 	pg := "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
@@ -185,12 +179,7 @@ func TestMedianAndCmdstat(t *testing.T) {
 // script that runs 5 ms shows in SLOWLOG as the longest call, and a PING
 // sent meanwhile waits for it.
 func TestProbeSeesALongScript(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("redis-server not on PATH")
-		}
-		t.Skip("redis-server not on PATH (apt-get install redis-server)")
-	}
+	needRedisServer(t)
 	ctx := context.Background()
 	srv, err := startRedis(ctx)
 	if err != nil {
@@ -226,4 +215,18 @@ return 1`
 	if st.p99 < time.Millisecond || st.p50 <= 0 {
 		t.Errorf("PING p50 %v, p99 %v while the server spent 0.1 s in scripts of 5 ms", st.p50, st.p99)
 	}
+}
+
+// needRedisServer skips t when redis-server is not on PATH, and fails it
+// instead with CI=true; it reports whether CI=true.
+func needRedisServer(t *testing.T) (ci bool) {
+	t.Helper()
+	ci = os.Getenv("CI") == "true"
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if ci {
+			t.Fatal("redis-server not on PATH")
+		}
+		t.Skip("redis-server not on PATH (apt-get install redis-server)")
+	}
+	return ci
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -103,8 +104,8 @@ func (p *probe) finish(ctx context.Context, e *env) (*probeStats, error) {
 		if len(l.Args) == 0 {
 			continue
 		}
-		switch l.Args[0] {
-		case "config", "CONFIG", "slowlog", "SLOWLOG", "info", "INFO":
+		switch strings.ToLower(l.Args[0]) {
+		case "config", "slowlog", "info": // the bench's own
 			continue
 		}
 		st.slow++
