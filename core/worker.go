@@ -106,8 +106,8 @@ const (
 // concurrent slots.
 //
 // It pops tasks in batches of up to the number of free slots (WithBatchSize
-// caps it; without it, a store that implements BatchSizer, the Redis
-// adapter, caps it: 64 there), each under a lease (WithLease). A slot is a claim the worker
+// caps it; without it, a store that implements BatchSizer caps it: 64 on
+// Redis), each under a lease (WithLease). A slot is a claim the worker
 // holds: it runs at most its concurrency of handlers at once, and while
 // its handlers run no longer than the store call that claims tasks takes
 // (measured as it goes), it holds more claims besides, as many as its slots
