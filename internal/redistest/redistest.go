@@ -15,8 +15,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -30,7 +30,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// startTimeout bounds how long a server may take to answer PING.
+// startTimeout bounds how long a server may take to answer.
 const startTimeout = 15 * time.Second
 
 // Server is one redis-server process listening on 127.0.0.1.
@@ -239,7 +239,7 @@ func (s *Server) Stop() {
 }
 
 // Restart stops the server and starts a new, empty one on the same port,
-// returning when it answers PING. Clients from Client reconnect on their
+// returning when it answers. Clients from Client reconnect on their
 // next command.
 func (s *Server) Restart() {
 	if s.tb != nil {
@@ -314,7 +314,7 @@ func start(path string, port int, args ...string) (*Server, error) {
 	return nil, err
 }
 
-// launch starts the process on s.port and waits until it answers PING.
+// launch starts the process on s.port and waits until it answers.
 func (s *Server) launch() error {
 	out := &syncBuffer{}
 	var lead []string
@@ -341,38 +341,45 @@ func (s *Server) launch() error {
 	s.cmd, s.exited, s.output = cmd, exited, out
 	s.mu.Unlock()
 
-	if err := waitReady(s.Addr, exited); err != nil {
+	if err := waitReady(s.Addr, cmd.Process.Pid, exited); err != nil {
 		s.Stop()
 		return fmt.Errorf("redis-server on %s: %w; output:\n%s", s.Addr, err, out.String())
 	}
 	return nil
 }
 
-// waitReady polls PING over a plain connection (no client pool, so no
-// dial back-off or log noise) until it answers +PONG, the process exits or
-// the start timeout passes.
-func waitReady(addr string, exited <-chan struct{}) error {
+// waitReady polls the server over a plain connection (no client pool, so
+// no dial back-off or log noise) until the process with pid answers, the
+// process exits or the start timeout passes.
+//
+// The answer must come from pid itself, not only from the port: another
+// test binary's server may take the port between freePort and the bind
+// (or, across a Restart, between the kill and the new bind), and then this
+// server fails to bind and exits, while a PING alone would be answered by
+// the other one, which its own test may kill at any moment.
+func waitReady(addr string, pid int, exited <-chan struct{}) error {
 	deadline := time.Now().Add(startTimeout)
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
 	var err error
 	for {
-		if err = ping(addr); err == nil {
+		if err = answeredBy(addr, pid); err == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("no answer to PING within %v: %w", startTimeout, err)
+			return fmt.Errorf("no answer within %v: %w", startTimeout, err)
 		}
 		select {
 		case <-exited:
-			return errors.New("exited before answering PING")
+			return fmt.Errorf("exited before answering (last attempt: %v)", err)
 		case <-tick.C:
 		}
 	}
 }
 
-// ping sends one inline PING and expects +PONG.
-func ping(addr string) error {
+// answeredBy sends one inline INFO server and expects the process_id it
+// reports to be pid.
+func answeredBy(addr string, pid int) error {
 	conn, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return err
@@ -381,17 +388,37 @@ func ping(addr string) error {
 	if err := conn.SetDeadline(time.Now().Add(time.Second)); err != nil {
 		return err
 	}
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
+	if _, err := conn.Write([]byte("INFO server\r\n")); err != nil {
 		return err
 	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
+	r := bufio.NewReader(conn)
+	head, err := r.ReadString('\n')
 	if err != nil {
 		return err
 	}
-	if line != "+PONG\r\n" {
-		return fmt.Errorf("PING answered %q", line)
+	n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(head, "$"), "\r\n"))
+	if !strings.HasPrefix(head, "$") || err != nil || n < 0 {
+		return fmt.Errorf("INFO answered %q", head)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return err
+	}
+	got := infoField(string(body), "process_id")
+	if got != strconv.Itoa(pid) {
+		return fmt.Errorf("%s is answered by process %q, not by the server started (%d)", addr, got, pid)
 	}
 	return nil
+}
+
+// infoField returns the value of field in an INFO answer, or "".
+func infoField(info, field string) string {
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // freePort asks the kernel for a free loopback port.
