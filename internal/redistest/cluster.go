@@ -88,7 +88,7 @@ func (c *Cluster) startNode() *Server {
 		"--cluster-replica-no-failover", "yes")
 	id, err := s.Client().Do(context.Background(), "CLUSTER", "MYID").Text()
 	if err != nil {
-		c.tb.Fatalf("redistest: CLUSTER MYID on %s: %v", s.Addr, err)
+		c.tb.Fatalf("redistest: CLUSTER MYID on %s: %v (server running: %v); its output:\n%s", s.Addr, err, s.Running(), s.Output())
 	}
 	c.ids[s] = id
 	return s
