@@ -457,7 +457,11 @@ func ackArgs(acks []core.AckItem, items []core.ItemResult) (ids [][]byte, tokens
 // (ackManyProbedNow).
 func (o *opTx) ackManyPiped(acks []core.AckItem, items []core.ItemResult, b *pgx.Batch) func(pgx.BatchResults) error {
 	ids, tokens, results := ackArgs(acks, items)
-	b.Queue(o.s.q.ackManyProbedNow, o.queue, ids, tokens, results, int64(0))
+	stmt := o.s.q.ackManyProbedNow
+	if o.final {
+		stmt = o.s.q.ackManyProbedFinal
+	}
+	b.Queue(stmt, o.queue, ids, tokens, results, int64(0))
 	return func(res pgx.BatchResults) error {
 		rows, err := res.Query()
 		if err != nil {

@@ -74,10 +74,28 @@
 // its statements themselves add nothing to a queue that has tasks but no
 // sequence row, or a sequence at 0 (which it then reports ErrCorrupt). So
 // a transaction of such Enqueues alone sends its COMMIT in the same round
-// trip: one round trip in all. Since that
-// COMMIT may have run whatever the client then reads, a failure of such a
-// transaction answers each of its Enqueues with the error (none is run
-// again, and none is answered as refused).
+// trip: one round trip in all.
+//
+// So do Pop and AckBatch (with or without the pop), which is every
+// transaction of a Worker: their statements write nothing on a queue
+// without a sequence row or with its sequence at 0, and they check every
+// row they write themselves, by the rules the client's decoding applies
+// (each value in its range, an error history that is a JSON array of
+// entries, fields that agree with the state; what the check cannot vouch
+// for, such as an error entry with a key the store does not write, it
+// refuses). A row that fails the check makes the statement raise an error
+// (SQLSTATE LH001, from the schema's unsure function), which aborts the
+// transaction: the server skips the COMMIT that follows an error in the
+// round trip. The operation then runs again in a transaction that commits
+// only after the client has decoded its rows, which sets the damaged
+// record aside, as the model's scans do. A Worker's transaction so costs
+// one round trip, not two, which counts across a network.
+//
+// Since the COMMIT of such a transaction may have run whatever the client
+// then reads, a failure of the transport answers each of its operations
+// with the error (none is run again, and none is answered as refused). An
+// error the server answered to one of its statements means the COMMIT
+// did not run, and each operation runs again in a transaction of its own.
 //
 // A queue's row is made by the first write that finds it missing (an
 // INSERT that does nothing when it is there), and whether a queue with no

@@ -322,7 +322,11 @@ func (o *opTx) pop(lease time.Duration, n int) ([]model.Task, error) {
 // now plus the lease's whole microseconds, as model.Round gives). The
 // function it returns reads the claimed tasks into dst.
 func (o *opTx) popPiped(lease time.Duration, n int, b *pgx.Batch, dst *[]model.Task) func(pgx.BatchResults) error {
-	b.Queue(o.s.q.popNow, o.queue, n, int64(0), int64(lease/time.Microsecond))
+	stmt := o.s.q.popNow
+	if o.final {
+		stmt = o.s.q.popNowFinal
+	}
+	b.Queue(stmt, o.queue, n, int64(0), int64(lease/time.Microsecond))
 	return func(res pgx.BatchResults) error {
 		rows, err := res.Query()
 		tasks, err := scanTasksN(rows, err, n)

@@ -51,12 +51,23 @@ func lifeStates() string {
 // o.setAside while step runs again (AckBatch judges its items by them).
 //
 // pipe, when not nil, is the step's piped form for the first attempt (see
-// writePiped).
+// writePiped), whose statements commit with their COMMIT (writeFinal) and
+// check the rows they write themselves (soundSQL).
 func (s *Store) scanWrite(ctx context.Context, queue string, flags lockFlags, validate func() error, step func(o *opTx) error, pipe ...pipeFunc) (time.Time, error) {
 	var now time.Time
 	var err error
 	if len(pipe) > 0 && pipe[0] != nil {
-		now, err = s.writePiped(ctx, queue, flags, validate, step, pipe[0])
+		// First with the COMMIT sent with the statements, one round trip
+		// (see soundSQL); when they met a row they cannot vouch for, that
+		// transaction was undone, and the operation runs again in one that
+		// commits after its rows are decoded.
+		now, err = s.writeFinal(ctx, queue, flags, validate, step, pipe[0])
+		if isCode(err, unsureCode) {
+			if afterUnsure != nil {
+				afterUnsure()
+			}
+			now, err = s.writePiped(ctx, queue, flags, validate, step, pipe[0])
+		}
 	} else {
 		now, err = s.write(ctx, queue, flags, validate, step)
 	}
@@ -96,6 +107,11 @@ func (s *Store) scanWrite(ctx context.Context, queue string, flags lockFlags, va
 		}
 	})
 }
+
+// afterUnsure, when set (by tests), runs when an operation's statements
+// sent with their COMMIT met a row they could not vouch for, before the
+// operation runs again.
+var afterUnsure func()
 
 // scanLenient reads every row of rows as a task and closes rows, passing
 // over the damaged ones (List): it returns the tasks, the damaged rows

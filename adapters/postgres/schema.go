@@ -14,7 +14,7 @@ import (
 
 // SchemaVersion is the version of the schema this build creates and uses.
 // Open migrates an older schema forward and refuses a newer one.
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 // migrations[i] brings a schema at version i to version i+1. Each runs in
 // the transaction that records its version in schema_version. "{s}" is the
@@ -90,6 +90,16 @@ CREATE TRIGGER tasks_release_key AFTER DELETE ON {s}.tasks
 	// no transition enters or leaves.
 	`DROP INDEX {s}.tasks_state;
 CREATE INDEX tasks_other ON {s}.tasks (queue, id) WHERE state NOT IN (` + lifeStates() + `);`,
+	// 7: unsure, which a statement that commits with its COMMIT calls on a
+	// row it wrote and cannot vouch for (see soundSQL): it raises, so that
+	// the statement, and the transaction with it, is undone.
+	`
+CREATE FUNCTION {s}.unsure(queue text, id bytea) RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  RAISE EXCEPTION USING ERRCODE = '` + unsureCode + `',
+    MESSAGE = format('leasehold: task %s of queue %s, as written, is not one the store can vouch for before its COMMIT', encode(id, 'escape'), queue);
+END $$;
+`,
 }
 
 // migrate creates the schema if needed and applies the migrations it lacks,

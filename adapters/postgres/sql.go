@@ -100,6 +100,20 @@ type queries struct {
 	// The same statements with their times as offsets from txNow
 	// (atTxNow), sent with the lock, and what follows them.
 	enqueueNow, popNow, ackNow, ackManyProbedNow string
+	// popNow and ackManyProbedNow for a transaction that sends its COMMIT
+	// with them (opTx.final): each row they write is checked by soundSQL
+	// (checked), and they write nothing on a queue whose sequence row is
+	// missing or 0 (which the client finds only after the COMMIT).
+	popNowFinal, ackManyProbedFinal string
+}
+
+// replaceOnce replaces the one occurrence of old in s; a statement built
+// from another must find its place in it exactly once.
+func replaceOnce(s, old, new string) string {
+	if n := strings.Count(s, old); n != 1 {
+		panic(fmt.Sprintf("leasehold/postgres: %d occurrences of %q in a statement, want 1", n, old))
+	}
+	return strings.Replace(s, old, new, 1)
 }
 
 func buildQueries(schema string) queries {
@@ -393,6 +407,13 @@ UNION ALL
 SELECT true, %[2]s FROM items CROSS JOIN LATERAL (
   SELECT %[3]s FROM {s}.tasks t WHERE t.queue = $1 AND t.id = items.id LIMIT 1) p
 WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.id = items.id)`, taskColumns, strings.Replace(qualified("p"), "p.errors", "p.errors::text", 1), probed), 5)
+	q.popNowFinal = r.Replace(replaceOnce(replaceOnce(q.popNow,
+		r.Replace(`WHERE NOT (SELECT paused FROM {s}.queues WHERE name = $1)`),
+		`WHERE (SELECT NOT paused AND seq > 0 FROM {s}.queues WHERE name = $1)`),
+		popFinalTail, checked(taskColumns)))
+	q.ackManyProbedFinal = r.Replace(replaceOnce(replaceOnce(q.ackManyProbedNow,
+		" LIMIT 1) h\n), u AS (", " LIMIT 1) h\n  WHERE "+seqBase+" > 0\n), u AS ("),
+		" SELECT false AS probe, "+taskColumns+" FROM u\n", checked("false AS probe, "+taskColumns)+"\n"))
 	for _, st := range model.States {
 		q.list[st] = f(`SELECT %s FROM {s}.tasks WHERE queue = $1 AND state = %d AND id > $2 ORDER BY id LIMIT $3`, taskColumns, st)
 	}
@@ -401,6 +422,9 @@ WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.id = items.id)`, taskColumns, strings.
 		taskColumns, lifeStates())
 	return q
 }
+
+// popFinalTail is how popReturning ends: its answer, the rows it changed.
+const popFinalTail = " SELECT " + taskColumns + " FROM u"
 
 // ackManyFinal is how ackMany ends: its answer, the rows it changed.
 const ackManyFinal = " SELECT " + taskColumns + " FROM u"

@@ -596,9 +596,11 @@ func (s *Store) runGroup(queue string, calls []*call, release func()) {
 			s.runGroup(queue, calls, release)
 			return
 		}
-		if len(calls) == 1 || o.final {
+		if len(calls) == 1 || o.final && !serverError(err) {
 			// A COMMIT that went with the statements may have run: the
 			// calls are not run again, and none is answered as refused.
+			// (The server's error answer to one of them means it did not:
+			// the server skips what follows an error in the round trip.)
 			for _, c := range calls {
 				c.answer(time.Time{}, err)
 			}
@@ -623,6 +625,13 @@ func (s *Store) runGroup(queue string, calls []*call, release func()) {
 	for i, c := range calls {
 		c.answer(o.now, errs[i])
 	}
+}
+
+// serverError reports whether err is the server's error answer to a
+// statement (or to the COMMIT itself), rather than a transport failure.
+func serverError(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe)
 }
 
 // refusal reports whether err is one of the model's refusals, after which
@@ -786,11 +795,11 @@ func (o *opTx) lock(flags lockFlags) error {
 	}
 	if known && !o.has {
 		// Nothing it sent is kept: a transaction that does not commit
-		// with its statements is rolled back (runGroup), and the one
-		// statement sent with a COMMIT that writes, an Enqueue's INSERT,
-		// needs the row's sequence: without it, it adds no row (the
-		// queue has tasks) or fails (it has none), and the COMMIT then
-		// rolls back.
+		// with its statements is rolled back (runGroup), and the
+		// statements sent with a COMMIT need the row's sequence: without
+		// it, an Enqueue's INSERT adds no row (the queue has tasks) or
+		// fails (it has none), and the COMMIT then rolls back; a Pop's or
+		// an AckBatch's changes no row (popNowFinal, ackManyProbedFinal).
 		o.s.rows.forget(o.queue)
 		return errQueueRowGone
 	}
@@ -819,6 +828,15 @@ func (o *opTx) lock(flags lockFlags) error {
 	}
 	if o.piped != nil {
 		if err := o.piped(res); err != nil {
+			var d *damagedError
+			var di *damagedItem
+			if o.final && (errors.As(err, &d) || errors.As(err, &di)) {
+				// The statements vouched for every row they wrote
+				// (soundSQL), and their COMMIT has run: the transaction
+				// is not undone, nor the operation run again, as a
+				// damaged row read before a COMMIT makes it.
+				return fmt.Errorf("leasehold/postgres: internal error: a row written by statements sent with their COMMIT does not decode, and the transaction may have committed: %v", err)
+			}
 			return err
 		}
 	}
