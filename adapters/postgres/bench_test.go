@@ -3,13 +3,19 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/leasehold/leasehold/adapters/postgres"
 	"github.com/leasehold/leasehold/core"
+	"github.com/leasehold/leasehold/internal/faultproxy"
+	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/model"
 )
 
@@ -86,12 +92,52 @@ func BenchmarkWorkerQueues(b *testing.B) {
 	}
 }
 
+// BenchmarkWorkerOverANetwork is BenchmarkWorker through a proxy that
+// holds every chunk 250 µs in each direction, a round trip of half a
+// millisecond, as between two machines of a data centre: what a Worker's
+// round trips cost where the database is not on its machine.
+func BenchmarkWorkerOverANetwork(b *testing.B) {
+	for _, slots := range []int{1, 8, 64} {
+		b.Run(fmt.Sprintf("slots=%d", slots), func(b *testing.B) {
+			cfg, err := pgxpool.ParseConfig(pgtest.URL(b))
+			if err != nil {
+				b.Fatal(err)
+			}
+			p, err := faultproxy.New(net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			host, port, _ := net.SplitHostPort(p.Addr())
+			n, _ := strconv.Atoi(port)
+			cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, uint16(n)
+			cfg.ConnConfig.TLSConfig, cfg.ConnConfig.Fallbacks = nil, nil
+			pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer pool.Close()
+			schema := pgtest.Take()
+			defer pgtest.Give(b, schema)
+			s, err := postgres.New(context.Background(), pool, postgres.WithSchema(schema))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			p.SetDelay(250 * time.Microsecond)
+			benchWorkersOn(b, s, 1, slots)
+		})
+	}
+}
+
 // benchWorkers fills queues queues with b.N tasks in all, then times one
 // core.Worker of slots slots per queue, on one store, until every task is
 // acknowledged.
-func benchWorkers(b *testing.B, queues, slots int) {
+func benchWorkers(b *testing.B, queues, slots int) { benchWorkersOn(b, newStore(b), queues, slots) }
+
+// benchWorkersOn is benchWorkers on the store s.
+func benchWorkersOn(b *testing.B, s *postgres.Store, queues, slots int) {
 	ctx := context.Background()
-	s := newStore(b)
 	name := func(q int) string {
 		if queues == 1 {
 			return "bench"
