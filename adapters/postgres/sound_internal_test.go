@@ -10,12 +10,27 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/core"
 	"github.com/leasehold/leasehold/internal/damagetest"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/model"
 )
+
+// soundStore returns a store in a schema of its own (dropped when t ends),
+// its pool and the schema's name.
+func soundStore(t *testing.T) (*Store, *pgxpool.Pool, string) {
+	pool := pgtest.Pool(t)
+	schema := pgtest.Take()
+	t.Cleanup(func() { pgtest.Give(t, schema) })
+	s, err := New(context.Background(), pool, WithSchema(schema), WithoutNotifications())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s, pool, schema
+}
 
 // TestSoundSQLAgreesWithDecode stores rows damaged in every column, one at
 // a time and many at once, with the values at the edges of what decode
@@ -27,14 +42,7 @@ import (
 // way).
 func TestSoundSQLAgreesWithDecode(t *testing.T) {
 	ctx := context.Background()
-	pool := pgtest.Pool(t)
-	schema := pgtest.Take()
-	defer pgtest.Give(t, schema)
-	s, err := New(ctx, pool, WithSchema(schema), WithoutNotifications())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	_, pool, schema := soundStore(t)
 
 	histories := []string{
 		`[]`, `null`, `{}`, `"x"`, `1`, `true`, `[null]`, `[1]`, `["x"]`, `[[]]`, `[{}]`,
@@ -218,14 +226,7 @@ func TestSoundSQLAgreesWithDecode(t *testing.T) {
 // meet no damage are not run again.
 func TestFinalStatementsLeaveDamageToTheSlowWay(t *testing.T) {
 	ctx := context.Background()
-	pool := pgtest.Pool(t)
-	schema := pgtest.Take()
-	defer pgtest.Give(t, schema)
-	s, err := New(ctx, pool, WithSchema(schema), WithoutNotifications())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, pool, schema := soundStore(t)
 	var again int
 	afterUnsure = func() { again++ }
 	defer func() { afterUnsure = nil }()
