@@ -108,7 +108,7 @@ var Catalogue = []Mutant{
 var Adapters = []string{"memory", "redis", "sqlite", "postgres", Core}
 
 // Escapes names the mutants the harness does not yet catch within the
-// catalogue test's budget (three runs of five seconds), with why: a name
+// catalogue test's budget (three runs of ten seconds), with why: a name
 // for every patch of the mutant, <name>.<target> for one patch. They stay
 // in the catalogue and `make mutants` runs them with its full budget and
 // prints their catch rate; TestMutantsAreCaught leaves them out of its
@@ -121,4 +121,6 @@ var Adapters = []string{"memory", "redis", "sqlite", "postgres", Core}
 // SQLite mutants that escaped since the contests stage a stale AckBatch
 // and a keyed task enqueued again after the decisions
 // (ack-batch-without-claim-check, unique-key-kept-after-failure).
-var Escapes = map[string]string{}
+var Escapes = map[string]string{
+	"final-statements-commit-unchecked-rows": "a history must damage a Ready or Running record that a Pop or an AckBatch then reaches, and one plan in six damages a record: in `make mutants` (two runs at once) it was flagged in 20 of 20 runs at a median of 6.2 s, the slowest 15.8 s, past this test's 10 s budget",
+}
