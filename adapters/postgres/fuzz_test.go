@@ -61,60 +61,17 @@ func FuzzDecodeTask(f *testing.F) {
 	f.Add(uint8(2), uint32(1<<colErrors), int64(0), `[null]`, []byte(nil))
 	f.Add(uint8(0), uint32(1<<colState|1<<colQuarantine), int64(int(model.Quarantined)), "set aside", []byte(nil))
 	// An enqueue time that is the zero time once decoded.
-	f.Add(uint8(0), uint32(1<<colEnqueuedAt), int64(-62135596800000000), "", []byte(nil))
+	f.Add(uint8(0), uint32(1<<colEnqueuedAt), zeroMicros, "", []byte(nil))
+	if n := len(new(rawTask).appendDest(nil)); n != taskColumnCount {
+		f.Fatalf("%d columns scanned, damageColumn damages %d", n, taskColumnCount)
+	}
 	f.Fuzz(func(t *testing.T, base uint8, mask uint32, n int64, s string, b []byte) {
 		r := rawOf(t, bases[int(base)%len(bases)])
 		// Column i takes n (of its type), or NULL when n is odd and the
 		// column allows it; a text column takes s, a bytea column b.
-		null := n%2 != 0
-		at := func(p **int64) {
-			if null {
-				*p = nil
-			} else {
-				*p = &n
-			}
-		}
-		bytes := func(p *[]byte) {
-			if null {
-				*p = nil
-			} else {
-				*p = b
-			}
-		}
-		cols := []func(){
-			func() { r.queue = s },
-			func() { r.id = b },
-			func() { bytes(&r.payload) },
-			func() { r.priority = int32(n) },
-			func() { r.state = int16(n) },
-			func() { r.attempt = int32(n) },
-			func() { r.maxAttempts = n },
-			func() { r.version = n },
-			func() { r.token = n },
-			func() { at(&r.enqueuedAt) },
-			func() { at(&r.runAfter) },
-			func() { at(&r.claimedAt) },
-			func() { at(&r.deadline) },
-			func() { at(&r.finAt) },
-			func() { r.errors = s },
-			func() { bytes(&r.result) },
-			func() { r.timeout = n },
-			func() { bytes(&r.uniqueKey) },
-			func() { at(&r.uniqueUntil) },
-			func() {
-				if null {
-					r.quarantine = nil
-				} else {
-					r.quarantine = &s
-				}
-			},
-		}
-		if len(cols) != len(r.appendDest(nil)) {
-			t.Fatalf("%d columns damaged, %d scanned", len(cols), len(r.appendDest(nil)))
-		}
-		for i, damage := range cols {
+		for i := range taskColumnCount {
 			if mask&(1<<i) != 0 {
-				damage()
+				damageColumn(&r, i, n, n%2 != 0, s, b)
 			}
 		}
 		task, err := r.decode()
@@ -123,4 +80,74 @@ func FuzzDecodeTask(f *testing.F) {
 			return stored.decode()
 		})
 	})
+}
+
+// taskColumnCount is the number of columns of taskColumns (damageColumn's
+// i ranges over them).
+const taskColumnCount = 20
+
+// damageColumn sets column i of r (in the order of taskColumns) to n, of
+// the column's type, or to NULL when null and the column allows it; a
+// text column takes s, a bytea column b.
+func damageColumn(r *rawTask, i int, n int64, null bool, s string, b []byte) {
+	at := func(p **int64) {
+		if null {
+			*p = nil
+		} else {
+			*p = &n
+		}
+	}
+	bytes := func(p *[]byte) {
+		if null {
+			*p = nil
+		} else {
+			*p = b
+		}
+	}
+	switch i {
+	case 0:
+		r.queue = s
+	case 1:
+		r.id = b
+	case 2:
+		bytes(&r.payload)
+	case 3:
+		r.priority = int32(n)
+	case 4:
+		r.state = int16(n)
+	case 5:
+		r.attempt = int32(n)
+	case 6:
+		r.maxAttempts = n
+	case 7:
+		r.version = n
+	case 8:
+		r.token = n
+	case 9:
+		at(&r.enqueuedAt)
+	case 10:
+		at(&r.runAfter)
+	case 11:
+		at(&r.claimedAt)
+	case 12:
+		at(&r.deadline)
+	case 13:
+		at(&r.finAt)
+	case 14:
+		r.errors = s
+	case 15:
+		bytes(&r.result)
+	case 16:
+		r.timeout = n
+	case 17:
+		bytes(&r.uniqueKey)
+	case 18:
+		at(&r.uniqueUntil)
+	case 19:
+		if null {
+			r.quarantine = nil
+		} else {
+			r.quarantine = &s
+		}
+	}
 }

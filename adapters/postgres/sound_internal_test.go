@@ -67,9 +67,6 @@ func TestSoundSQLAgreesWithDecode(t *testing.T) {
 	add := func(r rawTask) {
 		id++
 		r.queue, r.id = "q", []byte(fmt.Sprintf("row-%06d", id))
-		if r.quarantine != nil {
-			r.state = int16(model.Quarantined)
-		}
 		rows = append(rows, r)
 	}
 	// The error histories of sound tasks, as the store writes them
@@ -81,49 +78,15 @@ func TestSoundSQLAgreesWithDecode(t *testing.T) {
 		ofTheStore[r.errors] = true
 		add(r)
 	}
-	// damage sets column i of r from n (NULL when null and the column
-	// allows it) or, for the error history, history.
+	// damage sets column i of r (damageColumn) from n, NULL when null and
+	// the column allows it, history when it is the error history; never
+	// the queue or the ID (columns 0 and 1), which name the row here.
 	damage := func(r *rawTask, i int, n int64, null bool, history string) {
-		p := func(v int64) *int64 {
-			if null {
-				return nil
-			}
-			return &v
-		}
-		switch i {
-		case 0:
-			r.priority = int32(max(math.MinInt32, min(math.MaxInt32, n)))
-		case 1:
-			r.state = int16(max(math.MinInt16, min(math.MaxInt16, n)))
-		case 2:
-			r.attempt = int32(max(math.MinInt32, min(math.MaxInt32, n)))
-		case 3:
-			r.maxAttempts = n
-		case 4:
-			r.version = n
-		case 5:
-			r.token = n
-		case 6:
-			r.enqueuedAt = p(n)
-		case 7:
-			r.runAfter = p(n)
-		case 8:
-			r.claimedAt = p(n)
-		case 9:
-			r.deadline = p(n)
-		case 10:
-			r.finAt = p(n)
-		case 11:
-			r.errors = history
-		case 12:
-			r.timeout = n
-		case 13:
-			r.uniqueUntil = p(n)
-		}
+		damageColumn(r, i, n, null, history, []byte("x"))
 	}
-	const columns = 14
+	const first = 2
 	for _, b := range bases {
-		for i := range columns {
+		for i := first; i < taskColumnCount; i++ {
 			for _, n := range ints {
 				for _, null := range []bool{false, true} {
 					r := rawOf(t, b)
@@ -142,7 +105,7 @@ func TestSoundSQLAgreesWithDecode(t *testing.T) {
 	for range 3000 {
 		r := rawOf(t, bases[rng.IntN(len(bases))])
 		for range 1 + rng.IntN(3) {
-			damage(&r, rng.IntN(columns), ints[rng.IntN(len(ints))], rng.IntN(4) == 0, histories[rng.IntN(len(histories))])
+			damage(&r, first+rng.IntN(taskColumnCount-first), ints[rng.IntN(len(ints))], rng.IntN(4) == 0, histories[rng.IntN(len(histories))])
 		}
 		add(r)
 	}

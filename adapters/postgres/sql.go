@@ -401,8 +401,8 @@ ON CONFLICT (queue, key) DO UPDATE SET task_id = excluded.task_id`),
 	// claims name distinct tasks, so the statement changed none of those
 	// tasks, and its snapshot shows them as they are.
 	probed := strings.NewReplacer(", state, ", ", "+probedState+" AS state, ", "errors::text", "errors").Replace(taskColumns)
-	// (ackMany ends with ackManyFinal: TestAckManyProbedKeepsAckManysGuard.)
-	q.ackManyProbedNow = atTxNow(strings.TrimSuffix(q.ackMany, ackManyFinal)+f(` SELECT false AS probe, %[1]s FROM u
+	// (ackMany ends with changedRows: TestAckManyProbedKeepsAckManysGuard.)
+	q.ackManyProbedNow = atTxNow(strings.TrimSuffix(q.ackMany, changedRows)+f(` SELECT false AS probe, %[1]s FROM u
 UNION ALL
 SELECT true, %[2]s FROM items CROSS JOIN LATERAL (
   SELECT %[3]s FROM {s}.tasks t WHERE t.queue = $1 AND t.id = items.id LIMIT 1) p
@@ -410,7 +410,7 @@ WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.id = items.id)`, taskColumns, strings.
 	q.popNowFinal = r.Replace(replaceOnce(replaceOnce(q.popNow,
 		r.Replace(`WHERE NOT (SELECT paused FROM {s}.queues WHERE name = $1)`),
 		`WHERE (SELECT NOT paused AND seq > 0 FROM {s}.queues WHERE name = $1)`),
-		popFinalTail, checked(taskColumns)))
+		changedRows, checked(taskColumns)))
 	q.ackManyProbedFinal = r.Replace(replaceOnce(replaceOnce(q.ackManyProbedNow,
 		" LIMIT 1) h\n), u AS (", " LIMIT 1) h\n  WHERE "+seqBase+" > 0\n), u AS ("),
 		" SELECT false AS probe, "+taskColumns+" FROM u\n", checked("false AS probe, "+taskColumns)+"\n"))
@@ -423,11 +423,9 @@ WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.id = items.id)`, taskColumns, strings.
 	return q
 }
 
-// popFinalTail is how popReturning ends: its answer, the rows it changed.
-const popFinalTail = " SELECT " + taskColumns + " FROM u"
-
-// ackManyFinal is how ackMany ends: its answer, the rows it changed.
-const ackManyFinal = " SELECT " + taskColumns + " FROM u"
+// changedRows is how popReturning and ackMany end: their answer, the rows
+// they changed.
+const changedRows = " SELECT " + taskColumns + " FROM u"
 
 // qualified is taskColumns named through the table alias a.
 func qualified(a string) string {

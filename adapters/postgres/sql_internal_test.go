@@ -11,10 +11,10 @@ import (
 // extended by the reasons for the claims it did not apply.
 func TestAckManyProbedKeepsAckManysGuard(t *testing.T) {
 	q := buildQueries(`"s"`)
-	if !strings.HasSuffix(q.ackMany, ackManyFinal) {
-		t.Fatalf("ackMany does not end with %q:\n%s", ackManyFinal, q.ackMany)
+	if !strings.HasSuffix(q.ackMany, changedRows) {
+		t.Fatalf("ackMany does not end with %q:\n%s", changedRows, q.ackMany)
 	}
-	body := atTxNow(strings.TrimSuffix(q.ackMany, ackManyFinal), 5)
+	body := atTxNow(strings.TrimSuffix(q.ackMany, changedRows), 5)
 	if !strings.HasPrefix(q.ackManyProbedNow, body) {
 		t.Fatalf("the pipelined statement does not begin with ackMany's:\n%s\nwant the prefix\n%s", q.ackManyProbedNow, body)
 	}
