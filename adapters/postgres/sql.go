@@ -283,11 +283,16 @@ u AS (
 		// the partial index of Running tasks, which it would scan whole),
 		// then updated by ctid alone (with the lookups made once, before:
 		// any other condition on the task lets the planner scan tasks and
-		// run the lookups again for each), as Pop does. The ctids are
-		// also given as an array, which the planner reads with a TID scan:
-		// joined to hit alone, the 64 rows it expects from hit make it
-		// hash them and scan the whole table for them, every batch, dead
-		// rows included (0.4 ms at 3 000 tasks, growing with the table).
+		// run the lookups again for each), as Pop does: a nested loop
+		// that fetches each row by its ctid. AckBatch runs only in the
+		// store's own transactions, where sequential scans are off
+		// (dbNowOwn), so a generic plan made while the table was small
+		// does not hash the batch and scan the whole table for it
+		// (TestAckBatchKeepsOffSequentialScansAfterTheTableGrows). The
+		// ctids are not also given as an array (ctid = ANY (…)): the
+		// nested loop checks that condition on every row against the
+		// whole array, O(n²) in the batch, about a tenth of the
+		// statement's time at 512 claims.
 		ackMany: f(`WITH items AS (SELECT * FROM unnest($2::bytea[], $3::bigint[], $4::bytea[]) WITH ORDINALITY AS i(id, token, result, ord)),
 hit AS MATERIALIZED (
   SELECT h.tid, items.result, row_number() OVER (ORDER BY items.ord) AS rank
@@ -295,7 +300,7 @@ hit AS MATERIALIZED (
     SELECT t.ctid AS tid FROM {s}.tasks t WHERE t.queue = $1 AND t.id = items.id AND t.claim_token = items.token AND t.state + 0 IN (%[3]s) LIMIT 1) h
 ), u AS (
   UPDATE {s}.tasks t SET version = %[1]s + hit.rank, state = %[2]d, result = hit.result, finished_at = $5, deadline = NULL
-  FROM hit WHERE t.ctid = ANY (ARRAY(SELECT tid FROM hit)) AND t.ctid = hit.tid RETURNING %[4]s)`+bump+` SELECT %[5]s FROM u`,
+  FROM hit WHERE t.ctid = hit.tid RETURNING %[4]s)`+bump+` SELECT %[5]s FROM u`,
 			seqBase, model.Succeeded, from(model.OpAck), qualified("t"), taskColumns),
 		// $4 now, $5 message, $6 its bytes if it cannot be JSON text
 		fail: f(`WITH u AS (UPDATE {s}.tasks SET version = %s + 1, state = %d, errors = %s, finished_at = $4, deadline = NULL `+workerGuard,
