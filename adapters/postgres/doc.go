@@ -64,8 +64,9 @@
 // a rolled-back or refused operation would leave a gap, and versions would
 // no longer be the model's. The lock and the reads that follow it (the
 // sequence, the clock) go to the server in one round trip, and so do the
-// statements of Enqueue, Pop, Ack and AckBatch, each followed by the read
-// that explains a refusal: they take the clock's reading from the server
+// statements of Enqueue, Pop, AckBatch and a worker's decisions (Extend,
+// Ack, Fail, Retry), each followed by the read that explains a refusal:
+// they take the clock's reading from the server
 // (a setting of the transaction, made by the statement after the lock), so
 // they need not wait for the client to learn it, and such a write costs
 // two round trips, the second its COMMIT. An Enqueue of a task without a

@@ -391,12 +391,24 @@ func (o *opTx) popSelect(n int, deadline time.Time) ([]model.Task, error) {
 // validClaim is the model's check of a worker claim's arguments.
 var validClaim = model.ValidateClaim
 
+// timed is a worker decision's statement with its times as offsets from
+// txNow (atTxNow), and its arguments after queue, ID and token.
+type timed struct {
+	stmt string
+	args []any
+}
+
 // workerOp runs a worker's decision: q is an UPDATE guarded by task ID,
 // claim token and state whose first three parameters are queue, ID and
 // token. When it matches no row, the same transaction finds out why and
-// the operation changes nothing.
-func (s *Store) workerOp(ctx context.Context, tx pgx.Tx, flags lockFlags, op model.Op, c model.Claim, validate func() error, q string, args func(now time.Time) []any) (core.TaskResult, error) {
+// the operation changes nothing. In a transaction of the store's own, the
+// decision is piped.stmt instead, sent with the lock, and the read of the
+// task that says why it matched no row goes with it: the transaction is
+// two round trips (this one, then its COMMIT), where q, which needs the
+// clock's reading first, takes three.
+func (s *Store) workerOp(ctx context.Context, tx pgx.Tx, flags lockFlags, op model.Op, c model.Claim, validate func() error, q string, args func(now time.Time) []any, piped timed) (core.TaskResult, error) {
 	var task model.Task
+	var ofTask bool // the piped decision was refused on a task's row, which may be damaged
 	check := func() error {
 		if validate != nil {
 			if err := validate(); err != nil {
@@ -410,11 +422,9 @@ func (s *Store) workerOp(ctx context.Context, tx pgx.Tx, flags lockFlags, op mod
 		return err
 	}
 	var pipe pipeFunc
-	if op == model.OpAck && q == s.q.ack {
+	if piped.stmt != "" {
 		pipe = func(o *opTx, b *pgx.Batch) func(pgx.BatchResults) error {
-			// The statement of Ack with its time from txNow, and the read
-			// of the task that says why when it matched no row.
-			b.Queue(s.q.ackNow, append([]any{o.queue, []byte(c.TaskID), int64(c.Token)}, int64(0), args(o.now)[1])...)
+			b.Queue(piped.stmt, append([]any{o.queue, []byte(c.TaskID), int64(c.Token)}, piped.args...)...)
 			b.Queue(s.q.probe, o.queue, []byte(c.TaskID))
 			return func(res pgx.BatchResults) error {
 				ts, err := scanTasks(res.Query())
@@ -424,6 +434,9 @@ func (s *Store) workerOp(ctx context.Context, tx pgx.Tx, flags lockFlags, op mod
 				state, token, _, found, perr := probeRow(res.QueryRow(), o.queue, c.TaskID)
 				switch len(ts) {
 				case 0:
+					// As diagnoseClaim: a row whose state is none is no
+					// task's, and holds no claim whatever it holds.
+					ofTask = perr == nil && found && state != model.Quarantined
 					return claimRefusal(op, c, state, token, found, perr)
 				case 1:
 					task = ts[0]
@@ -439,7 +452,7 @@ func (s *Store) workerOp(ctx context.Context, tx pgx.Tx, flags lockFlags, op mod
 		now, err = s.writeIn(ctx, tx, c.Queue, flags, check, fn)
 	} else {
 		now, err = s.writePiped(ctx, c.Queue, flags, check, fn, pipe)
-		if pipe != nil && guardRefusal(err) {
+		if pipe != nil && ofTask && guardRefusal(err) {
 			if derr := s.damage(ctx, c.Queue, c.TaskID); derr != nil {
 				err = derr
 			}
@@ -535,34 +548,44 @@ func transition(op model.Op, state model.State, id string) error {
 // Extend implements core.Store.
 func (s *Store) Extend(ctx context.Context, p core.ExtendParams) (core.TaskResult, error) {
 	validate := func() error { return model.ValidateLease(p.Lease) }
+	// The deadline is now plus the lease's whole microseconds, as
+	// model.Round gives (now is whole microseconds).
 	return s.workerOp(ctx, nil, 0, model.OpExtend, p.Claim, validate, s.q.extend, func(now time.Time) []any {
 		return []any{micros(model.Round(now.Add(p.Lease)))}
-	})
+	}, timed{s.q.extendNow, []any{int64(p.Lease / time.Microsecond)}})
 }
 
 // Ack implements core.Store.
 func (s *Store) Ack(ctx context.Context, p core.AckParams) (core.TaskResult, error) {
+	result := clone(p.Result)
 	return s.workerOp(ctx, nil, 0, model.OpAck, p.Claim, nil, s.q.ack, func(now time.Time) []any {
-		return []any{micros(now), clone(p.Result)}
-	})
+		return []any{micros(now), result}
+	}, timed{s.q.ackNow, []any{int64(0), result}})
 }
 
 // Fail implements core.Store.
 func (s *Store) Fail(ctx context.Context, p core.FailParams) (core.TaskResult, error) {
+	text, raw := messageArgs(p.Message)
 	return s.workerOp(ctx, nil, 0, model.OpFail, p.Claim, nil, s.q.fail, func(now time.Time) []any {
-		text, raw := messageArgs(p.Message)
 		return []any{micros(now), text, raw}
-	})
+	}, timed{s.q.failNow, []any{int64(0), text, raw}})
 }
 
 // Retry implements core.Store.
 func (s *Store) Retry(ctx context.Context, p core.RetryParams) (core.TaskResult, error) {
 	validate := func() error { return model.ValidateDelay(p.Delay) }
+	text, raw := messageArgs(p.Message)
+	// Sent with the lock: the task runs after now plus the delay's whole
+	// microseconds (model.RunAfter), Scheduled, or at once, Ready, when
+	// that is none.
+	state, after := model.Ready, (*int64)(nil)
+	if d := int64(p.Delay / time.Microsecond); d > 0 {
+		state, after = model.Scheduled, &d
+	}
 	return s.workerOp(ctx, nil, lockNotify, model.OpRetry, p.Claim, validate, s.q.retry, func(now time.Time) []any {
 		runAfter := model.RunAfter(now, p.Delay)
-		text, raw := messageArgs(p.Message)
 		return []any{micros(now), text, int16(queuedState(now, runAfter)), micros(runAfter), raw}
-	})
+	}, timed{s.q.retryNow, []any{int64(0), text, int16(state), after, raw}})
 }
 
 // queuedState is where a task returned to the queue lands: Scheduled if

@@ -21,8 +21,18 @@ import (
 // sqlLog records every statement a pool's connections ran, in the order
 // their results were read.
 type sqlLog struct {
-	mu  sync.Mutex
-	sql []string
+	mu    sync.Mutex
+	sql   []string
+	trips int // round trips: batches, and statements sent alone
+}
+
+// roundTrips returns the round trips since the last call.
+func (l *sqlLog) roundTrips() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.trips
+	l.trips = 0
+	return n
 }
 
 func (l *sqlLog) add(sql string) {
@@ -42,6 +52,9 @@ func (l *sqlLog) take() []string {
 type logSQL struct{}
 
 func (l *sqlLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	l.mu.Lock()
+	l.trips++
+	l.mu.Unlock()
 	return context.WithValue(ctx, logSQL{}, d.SQL)
 }
 
@@ -56,6 +69,9 @@ const batchStart = "-- batch"
 
 func (l *sqlLog) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
 	l.add(batchStart)
+	l.mu.Lock()
+	l.trips++
+	l.mu.Unlock()
 	return ctx
 }
 
@@ -118,5 +134,71 @@ func TestALoneEnqueueCostsOneRoundTrip(t *testing.T) {
 	}
 	if _, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "q", EnqueueArgs: model.EnqueueArgs{ID: "a", MaxAttempts: 3}}); !errors.Is(err, core.ErrConflict) {
 		t.Errorf("Enqueue of a taken ID: %v, want ErrConflict", err)
+	}
+}
+
+// A worker's decision alone (Extend, Ack, Fail, Retry) goes to the server
+// with the lock, its times taken from the database's clock there, and with
+// the read of its task that says why if it is refused: two round trips,
+// that one and the COMMIT. Each leaves its task as the model says.
+func TestAWorkersDecisionCostsTwoRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	s, log := tracedStore(t)
+	for _, id := range []string{"a", "b", "c", "d"} {
+		enqueue(t, s, "q", id)
+	}
+	pop, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Minute, N: 4})
+	if err != nil || len(pop.Tasks) != 4 {
+		t.Fatalf("Pop: %v, %d tasks", err, len(pop.Tasks))
+	}
+	claim := map[string]model.Claim{}
+	for _, task := range pop.Tasks {
+		claim[task.ID] = task.Claim()
+	}
+	log.roundTrips()
+	decisions := []struct {
+		name string
+		do   func() (core.TaskResult, error)
+		want func(now time.Time, got core.Task) bool
+	}{
+		{"Extend", func() (core.TaskResult, error) {
+			return s.Extend(ctx, core.ExtendParams{Claim: claim["a"], Lease: 90 * time.Second})
+		}, func(now time.Time, got core.Task) bool {
+			return got.State == core.Running && got.Deadline.Equal(now.Add(90*time.Second))
+		}},
+		{"Ack", func() (core.TaskResult, error) {
+			return s.Ack(ctx, core.AckParams{Claim: claim["b"], Result: []byte("r")})
+		}, func(now time.Time, got core.Task) bool {
+			return got.State == core.Succeeded && string(got.Result) == "r" && got.FinishedAt.Equal(now)
+		}},
+		{"Fail", func() (core.TaskResult, error) {
+			return s.Fail(ctx, core.FailParams{Claim: claim["c"], Message: "no"})
+		}, func(now time.Time, got core.Task) bool {
+			return got.State == core.Failed && len(got.Errors) == 1 && got.Errors[0].Message == "no" && got.Errors[0].At.Equal(now)
+		}},
+		{"Retry", func() (core.TaskResult, error) {
+			return s.Retry(ctx, core.RetryParams{Claim: claim["d"], Delay: 30 * time.Second, Message: "later"})
+		}, func(now time.Time, got core.Task) bool {
+			return got.State == core.Scheduled && got.RunAfter.Equal(now.Add(30*time.Second)) && len(got.Errors) == 1
+		}},
+	}
+	for _, d := range decisions {
+		res, err := d.do()
+		if err != nil {
+			t.Fatalf("%s: %v", d.name, err)
+		}
+		if n := log.roundTrips(); n != 2 {
+			t.Errorf("%s: %d round trips, want 2 (the statements with the lock, then COMMIT): %q", d.name, n, log.take())
+		}
+		log.take()
+		if !d.want(res.Now, res.Task) {
+			t.Errorf("%s at %v: task %+v", d.name, res.Now, res.Task)
+		}
+		got, err := s.Get(ctx, core.GetParams{Queue: "q", ID: res.Task.ID})
+		if err != nil || got.State != res.Task.State || got.Version != res.Task.Version {
+			t.Errorf("%s: stored %+v, %v; answered %+v", d.name, got, err, res.Task)
+		}
+		log.roundTrips()
+		log.take()
 	}
 }

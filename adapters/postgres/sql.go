@@ -100,6 +100,7 @@ type queries struct {
 	// The same statements with their times as offsets from txNow
 	// (atTxNow), sent with the lock, and what follows them.
 	enqueueNow, popNow, ackNow, ackManyProbedNow string
+	extendNow, failNow, retryNow                 string
 	// popNow and ackManyProbedNow for a transaction that sends its COMMIT
 	// with them (opTx.final): each row they write is checked by soundSQL
 	// (checked), and they write nothing on a queue whose sequence row is
@@ -397,6 +398,9 @@ ON CONFLICT (queue, key) DO UPDATE SET task_id = excluded.task_id`),
 		fmt.Sprintf("(CASE WHEN $8::bigint > %s THEN %d ELSE $5::smallint END)", txNow, model.Scheduled), 1)
 	q.popNow = atTxNow(q.popReturning, 3, 4)
 	q.ackNow = atTxNow(q.ack, 4)
+	q.extendNow = atTxNow(q.extend, 4)
+	q.failNow = atTxNow(q.fail, 4)
+	q.retryNow = atTxNow(q.retry, 4, 7)
 	// ackMany that also says why for each claim it did not apply, for the
 	// pipelined AckBatch (which cannot wait for its rows to know which):
 	// a row per task it acknowledged (probe false, the task as it left

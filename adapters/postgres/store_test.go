@@ -201,16 +201,26 @@ func TestDamagedRowsAreSetAside(t *testing.T) {
 			if got, err := s.Get(ctx, core.GetParams{Queue: "q", ID: "a"}); err != nil || got.State != core.Quarantined || got.Quarantine == "" {
 				t.Errorf("Get: %+v, %v; want it quarantined with the reason", got, err)
 			}
-			_, err = s.Extend(ctx, core.ExtendParams{Claim: pop.Tasks[0].Claim(), Lease: time.Minute})
 			// The damage is reported first, whatever the token (a damaged
-			// token included); a row whose state is none is no task's, so
-			// no claim holds it.
+			// token included), by every decision; a row whose state is
+			// none is no task's, so no claim holds it.
 			want := core.ErrCorrupt
 			if name == "unknown state" {
 				want = core.ErrStaleClaim
 			}
-			if !errors.Is(err, want) {
-				t.Errorf("Extend: %v, want %v", err, want)
+			c := pop.Tasks[0].Claim()
+			decisions := map[string]func() (core.TaskResult, error){
+				"Extend": func() (core.TaskResult, error) {
+					return s.Extend(ctx, core.ExtendParams{Claim: c, Lease: time.Minute})
+				},
+				"Ack":   func() (core.TaskResult, error) { return s.Ack(ctx, core.AckParams{Claim: c}) },
+				"Fail":  func() (core.TaskResult, error) { return s.Fail(ctx, core.FailParams{Claim: c, Message: "m"}) },
+				"Retry": func() (core.TaskResult, error) { return s.Retry(ctx, core.RetryParams{Claim: c, Message: "m"}) },
+			}
+			for op, do := range decisions {
+				if _, err := do(); !errors.Is(err, want) {
+					t.Errorf("%s: %v, want %v", op, err, want)
+				}
 			}
 			if n := seq(); n != 2 {
 				t.Errorf("sequence %d after refused operations, want 2", n)

@@ -46,5 +46,5 @@ func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, p core.EnqueueParams) 
 func (s *Store) AckTx(ctx context.Context, tx pgx.Tx, p core.AckParams) (core.TaskResult, error) {
 	return s.workerOp(ctx, tx, 0, model.OpAck, p.Claim, nil, s.q.ack, func(now time.Time) []any {
 		return []any{micros(now), clone(p.Result)}
-	})
+	}, timed{})
 }
