@@ -78,7 +78,8 @@
 // trip: one round trip in all.
 //
 // So do Pop and AckBatch (with or without the pop), which is every
-// transaction of a Worker: their statements write nothing on a queue
+// transaction of a Worker, and a worker's decision made alone (Extend,
+// Ack, Fail, Retry): their statements write nothing on a queue
 // without a sequence row or with its sequence at 0, and they check every
 // row they write themselves, by the rules the client's decoding applies
 // (each value in its range, an error history that is a JSON array of
@@ -89,8 +90,9 @@
 // transaction: the server skips the COMMIT that follows an error in the
 // round trip. The operation then runs again in a transaction that commits
 // only after the client has decoded its rows, which sets the damaged
-// record aside, as the model's scans do. A Worker's transaction so costs
-// one round trip, not two, which counts across a network.
+// record aside, as the model's scans do (a decision alone on a damaged
+// record answers ErrCorrupt, as the model has it). A Worker's transaction
+// so costs one round trip, not two, which counts across a network.
 //
 // Since the COMMIT of such a transaction may have run whatever the client
 // then reads, a failure of the transport answers each of its operations

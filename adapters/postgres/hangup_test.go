@@ -99,9 +99,9 @@ func (c *cutConn) Write(b []byte) (int, error) {
 // itself, so the server rolls the transaction back at once, and another
 // store's Enqueue of the queue goes through. The cut lands in the
 // statements (an Enqueue of a large payload) or in the COMMIT sent after
-// them (an Ack, which reads before it commits; a Pop before it sends its
-// COMMIT with its statements), or in an EnqueueTx, whose lock the
-// caller's transaction holds.
+// them (an operator's Cancel, which reads before it commits; a Pop before
+// it sends its COMMIT with its statements), or in an EnqueueTx, whose
+// lock the caller's transaction holds.
 func TestACallCutMidMessageFreesItsQueue(t *testing.T) {
 	enqueue := func(ctx context.Context, s *postgres.Store, id string, payload []byte) error {
 		_, err := s.Enqueue(ctx, core.EnqueueParams{Queue: "q", EnqueueArgs: model.EnqueueArgs{ID: id, Payload: payload, MaxAttempts: 1}})
@@ -143,21 +143,22 @@ func TestACallCutMidMessageFreesItsQueue(t *testing.T) {
 			}, bigGone},
 		{"commit", func(b []byte) bool { return bytes.Contains(b, []byte("COMMIT")) && !bytes.Contains(b, []byte("BEGIN")) },
 			func(ctx context.Context, s *postgres.Store) error {
-				// The Pop's COMMIT goes with its BEGIN, in one message.
+				// The Pop's COMMIT goes with its BEGIN, in one message,
+				// and so would an Ack's.
 				r, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Minute, N: 1})
 				if err != nil {
-					return fmt.Errorf("the Pop before the cut Ack: %w", err)
+					return fmt.Errorf("the Pop before the cut Cancel: %w", err)
 				}
 				if len(r.Tasks) != 1 {
-					return fmt.Errorf("the Pop before the cut Ack claimed %d tasks", len(r.Tasks))
+					return fmt.Errorf("the Pop before the cut Cancel claimed %d tasks", len(r.Tasks))
 				}
-				_, err = s.Ack(ctx, core.AckParams{Claim: r.Tasks[0].Claim()})
+				_, err = s.Cancel(ctx, core.InspectParams{Queue: "q", ID: "first"})
 				return err
 			},
 			func(ctx context.Context, s *postgres.Store) error {
 				got, err := s.Get(ctx, core.GetParams{Queue: "q", ID: "first"})
 				if err != nil || got.State != model.Running {
-					return fmt.Errorf("Get of the task the cut Ack acknowledged = %v, %v; want it Running", got.State, err)
+					return fmt.Errorf("Get of the task the cut Cancel cancelled = %v, %v; want it Running", got.State, err)
 				}
 				return nil
 			}},

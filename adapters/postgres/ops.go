@@ -403,9 +403,9 @@ type timed struct {
 // token. When it matches no row, the same transaction finds out why and
 // the operation changes nothing. In a transaction of the store's own, the
 // decision is piped.stmt instead, sent with the lock, and the read of the
-// task that says why it matched no row goes with it: the transaction is
-// two round trips (this one, then its COMMIT), where q, which needs the
-// clock's reading first, takes three.
+// task that says why it matched no row goes with it, and so does the
+// COMMIT (decide): one round trip, where q, which needs the clock's
+// reading first, takes three.
 func (s *Store) workerOp(ctx context.Context, tx pgx.Tx, flags lockFlags, op model.Op, c model.Claim, validate func() error, q string, args func(now time.Time) []any, piped timed) (core.TaskResult, error) {
 	var task model.Task
 	var ofTask bool // the piped decision was refused on a task's row, which may be damaged
@@ -424,7 +424,11 @@ func (s *Store) workerOp(ctx context.Context, tx pgx.Tx, flags lockFlags, op mod
 	var pipe pipeFunc
 	if piped.stmt != "" {
 		pipe = func(o *opTx, b *pgx.Batch) func(pgx.BatchResults) error {
-			b.Queue(piped.stmt, append([]any{o.queue, []byte(c.TaskID), int64(c.Token)}, piped.args...)...)
+			stmt := piped.stmt
+			if o.final {
+				stmt = s.q.decisionFinal[stmt]
+			}
+			b.Queue(stmt, append([]any{o.queue, []byte(c.TaskID), int64(c.Token)}, piped.args...)...)
 			b.Queue(s.q.probe, o.queue, []byte(c.TaskID))
 			return func(res pgx.BatchResults) error {
 				ts, err := scanTasks(res.Query())
@@ -451,7 +455,7 @@ func (s *Store) workerOp(ctx context.Context, tx pgx.Tx, flags lockFlags, op mod
 	if tx != nil {
 		now, err = s.writeIn(ctx, tx, c.Queue, flags, check, fn)
 	} else {
-		now, err = s.writePiped(ctx, c.Queue, flags, check, fn, pipe)
+		now, err = s.decide(ctx, c.Queue, flags, check, fn, pipe)
 		if pipe != nil && ofTask && guardRefusal(err) {
 			if derr := s.damage(ctx, c.Queue, c.TaskID); derr != nil {
 				err = derr
@@ -462,6 +466,26 @@ func (s *Store) workerOp(ctx context.Context, tx pgx.Tx, flags lockFlags, op mod
 		return core.TaskResult{}, err
 	}
 	return core.TaskResult{Now: now, Task: task}, nil
+}
+
+// decide runs a worker's decision in a transaction of the store's own:
+// piped, with its COMMIT sent with its statements, one round trip (the
+// statement checks the row it writes, see soundSQL); when that statement
+// met a row it cannot vouch for, the transaction was undone, and the
+// decision runs again in one that commits after its row is decoded, which
+// answers ErrCorrupt for a damaged record.
+func (s *Store) decide(ctx context.Context, queue string, flags lockFlags, validate func() error, fn func(o *opTx) error, pipe pipeFunc) (time.Time, error) {
+	if pipe == nil {
+		return s.writePiped(ctx, queue, flags, validate, fn, nil)
+	}
+	now, err := s.writeFinal(ctx, queue, flags, validate, fn, pipe)
+	if isCode(err, unsureCode) {
+		if afterUnsure != nil {
+			afterUnsure()
+		}
+		now, err = s.writePiped(ctx, queue, flags, validate, fn, pipe)
+	}
+	return now, err
 }
 
 func (o *opTx) workerOp(op model.Op, c model.Claim, q string, extra []any) (model.Task, error) {

@@ -237,3 +237,78 @@ func TestFinalStatementsLeaveDamageToTheSlowWay(t *testing.T) {
 		t.Fatalf("a sound AckBatch ran again: %d in all, want 2", again)
 	}
 }
+
+// A worker's decision alone on a damaged record (its claim held, its
+// errors not a JSON array) sends its COMMIT with its statement, which
+// cannot vouch for the row it wrote: that transaction is undone, and the
+// decision runs again the slow way, which answers ErrCorrupt and changes
+// nothing. A decision on a sound record commits in its one round trip.
+func TestALoneDecisionLeavesDamageToTheSlowWay(t *testing.T) {
+	ctx := context.Background()
+	s, pool, schema := soundStore(t)
+	var again int
+	afterUnsure = func() { again++ }
+	defer func() { afterUnsure = nil }()
+	ids := []string{"a", "b", "c", "d", "e"}
+	var tasks []model.EnqueueArgs
+	for _, id := range ids {
+		tasks = append(tasks, model.EnqueueArgs{ID: id, MaxAttempts: 3})
+	}
+	if _, err := s.EnqueueBatch(ctx, core.EnqueueBatchParams{Queue: "q", Tasks: tasks}); err != nil {
+		t.Fatal(err)
+	}
+	popped, err := s.Pop(ctx, core.PopParams{Queue: "q", Lease: time.Minute, N: len(ids)})
+	if err != nil || len(popped.Tasks) != len(ids) {
+		t.Fatalf("Pop: %d tasks, %v", len(popped.Tasks), err)
+	}
+	claim := map[string]model.Claim{}
+	for _, task := range popped.Tasks {
+		claim[task.ID] = task.Claim()
+	}
+	seq := func() int64 {
+		t.Helper()
+		var n int64
+		if err := pool.QueryRow(ctx, `SELECT seq FROM `+pgx.Identifier{schema}.Sanitize()+`.queues WHERE name = 'q'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	decisions := []struct {
+		id string
+		do func(c model.Claim) (core.TaskResult, error)
+	}{
+		{"a", func(c model.Claim) (core.TaskResult, error) {
+			return s.Extend(ctx, core.ExtendParams{Claim: c, Lease: time.Minute})
+		}},
+		{"b", func(c model.Claim) (core.TaskResult, error) { return s.Ack(ctx, core.AckParams{Claim: c}) }},
+		{"c", func(c model.Claim) (core.TaskResult, error) {
+			return s.Fail(ctx, core.FailParams{Claim: c, Message: "m"})
+		}},
+		{"d", func(c model.Claim) (core.TaskResult, error) {
+			return s.Retry(ctx, core.RetryParams{Claim: c, Message: "m"})
+		}},
+	}
+	for i, d := range decisions {
+		tag, err := pool.Exec(ctx, `UPDATE `+pgx.Identifier{schema}.Sanitize()+`.tasks SET errors = '{"a": 1}' WHERE queue = 'q' AND id = $1`, []byte(d.id))
+		if err != nil || tag.RowsAffected() != 1 {
+			t.Fatalf("damage %s: %v, %v", d.id, tag, err)
+		}
+		before := seq()
+		if _, err := d.do(claim[d.id]); !errors.Is(err, core.ErrCorrupt) {
+			t.Errorf("decision on damaged %s: %v, want ErrCorrupt", d.id, err)
+		}
+		if again != i+1 {
+			t.Errorf("decision on damaged %s: ran again %d times in all, want %d", d.id, again, i+1)
+		}
+		if n := seq(); n != before {
+			t.Errorf("decision on damaged %s: sequence %d, was %d", d.id, n, before)
+		}
+	}
+	res, err := s.Ack(ctx, core.AckParams{Claim: claim["e"]})
+	if err != nil || res.Task.State != model.Succeeded {
+		t.Fatalf("Ack of a sound claim: %+v, %v", res.Task, err)
+	}
+	if again != len(decisions) {
+		t.Errorf("a sound Ack ran again: %d in all, want %d", again, len(decisions))
+	}
+}

@@ -101,6 +101,9 @@ type queries struct {
 	// (atTxNow), sent with the lock, and what follows them.
 	enqueueNow, popNow, ackNow, ackManyProbedNow string
 	extendNow, failNow, retryNow                 string
+	// A worker's decision sent with its COMMIT (workerOp): checked as
+	// popNowFinal is, keyed by its statement with offsets (ackNow, …).
+	decisionFinal map[string]string
 	// popNow and ackManyProbedNow for a transaction that sends its COMMIT
 	// with them (opTx.final): each row they write is checked by soundSQL
 	// (checked), and they write nothing on a queue whose sequence row is
@@ -401,6 +404,16 @@ ON CONFLICT (queue, key) DO UPDATE SET task_id = excluded.task_id`),
 	q.extendNow = atTxNow(q.extend, 4)
 	q.failNow = atTxNow(q.fail, 4)
 	q.retryNow = atTxNow(q.retry, 4, 7)
+	// Each changes the one task its guard names, and writes nothing on a
+	// queue whose sequence row is missing or 0. Its CTE returns the
+	// errors as they are stored (jsonb), which the check reads, and the
+	// statement's answer gives them as text, as everywhere.
+	q.decisionFinal = map[string]string{}
+	for _, stmt := range []string{q.extendNow, q.ackNow, q.failNow, q.retryNow} {
+		final := replaceOnce(stmt, "WHERE queue = $1 AND id = $2 AND ", "WHERE queue = $1 AND id = $2 AND "+r.Replace(seqBase)+" > 0 AND ")
+		final = replaceOnce(final, "RETURNING "+taskColumns+")", "RETURNING "+strings.Replace(taskColumns, "errors::text", "errors", 1)+")")
+		q.decisionFinal[stmt] = replaceOnce(final, changedRows, r.Replace(checked(taskColumns)))
+	}
 	// ackMany that also says why for each claim it did not apply, for the
 	// pipelined AckBatch (which cannot wait for its rows to know which):
 	// a row per task it acknowledged (probe false, the task as it left
