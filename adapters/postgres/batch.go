@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -24,7 +25,16 @@ import (
 // transport) fails the whole batch, which then changes nothing.
 func (s *Store) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (core.BatchResult, error) {
 	items := make([]core.ItemResult, len(p.Tasks))
-	now, err := s.write(ctx, p.Queue, lockNotify, func() error { return model.CheckBatchSize(len(p.Tasks)) }, func(o *opTx) error {
+	write := s.write
+	var pipe pipeFunc
+	if s.capacity == 0 && !slices.ContainsFunc(p.Tasks, func(a model.EnqueueArgs) bool { return a.UniqueKey != "" }) {
+		// Nothing to decide in the client: what the statement refuses it
+		// writes nothing for, as a lone Enqueue's.
+		write, pipe = func(ctx context.Context, queue string, flags lockFlags, validate func() error, fn func(o *opTx) error) (time.Time, error) {
+			return s.writeFinal(ctx, queue, flags, validate, fn, pipe)
+		}, s.pipedEnqueueBatch(p.Tasks, items)
+	}
+	now, err := write(ctx, p.Queue, lockNotify, func() error { return model.CheckBatchSize(len(p.Tasks)) }, func(o *opTx) error {
 		clear(items) // fn runs again when the transaction it shared failed
 		if slices.ContainsFunc(p.Tasks, func(a model.EnqueueArgs) bool { return a.UniqueKey != "" }) {
 			// An item with a unique key is checked against the key's
@@ -95,6 +105,95 @@ func (s *Store) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (co
 // unless its ID is taken, by a row of the queue (a damaged one included)
 // or by an earlier item. The IDs of the items it did not add are then
 // read, in one round trip, to say why (as Enqueue's probe does).
+// pipedEnqueueBatch is the EnqueueBatch of tasks without a unique key, on
+// a store without a capacity, sent with the lock: enqueueMany with its
+// time from txNow, which also reads the IDs it did not add
+// (enqueueManyProbedNow). The function it returns answers items.
+func (s *Store) pipedEnqueueBatch(tasks []model.EnqueueArgs, items []core.ItemResult) pipeFunc {
+	return func(o *opTx, b *pgx.Batch) func(pgx.BatchResults) error {
+		clear(items) // the call may be sent again when its transaction failed
+		n := len(tasks)
+		var (
+			ids, payloads         = make([][]byte, 0, n), make([][]byte, 0, n)
+			priorities            = make([]int32, 0, n)
+			states                = make([]int16, 0, n)
+			maxAttempts, timeouts = make([]int64, 0, n), make([]int64, 0, n)
+			runAfter              = make([]*int64, 0, n)
+		)
+		for i, a := range tasks {
+			if err := validEnqueue(a); err != nil {
+				items[i].Err = err
+				continue
+			}
+			ids = append(ids, []byte(a.ID))
+			payloads = append(payloads, clone(a.Payload))
+			priorities = append(priorities, int32(a.Priority))
+			states = append(states, int16(model.Ready))
+			maxAttempts = append(maxAttempts, int64(a.MaxAttempts))
+			runAfter = append(runAfter, micros(model.Round(a.RunAfter)))
+			timeouts = append(timeouts, int64(a.Timeout))
+		}
+		if len(ids) == 0 {
+			return func(pgx.BatchResults) error { return nil }
+		}
+		b.Queue(s.q.enqueueManyProbedNow, o.queue, ids, payloads, priorities, states, maxAttempts, runAfter, timeouts, int64(0))
+		return func(res pgx.BatchResults) error {
+			rows, err := res.Query()
+			if err != nil {
+				return err
+			}
+			type probed struct {
+				found bool
+				err   error
+			}
+			added := make(map[string]uint64, len(ids))
+			seen := map[string]probed{}
+			for rows.Next() {
+				var probe bool
+				var id []byte
+				var version, token int64
+				var state int16
+				if err := rows.Scan(&probe, &id, &version, &state, &token); err != nil {
+					rows.Close()
+					return err
+				}
+				if !probe {
+					added[string(id)] = uint64(version)
+					continue
+				}
+				var p probed
+				_, _, _, p.found, p.err = probeRow(fixedRow{state, token, version}, o.queue, string(id))
+				seen[string(id)] = p
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			// An ID's first valid item is the one added; every other item
+			// of it finds it taken, by this batch or before it.
+			for i, a := range tasks {
+				if items[i].Err != nil {
+					continue
+				}
+				if v, ok := added[a.ID]; ok {
+					task := o.newTask(a)
+					task.Version = v
+					items[i].Task = task
+					delete(added, a.ID)
+					seen[a.ID] = probed{found: true}
+					continue
+				}
+				p := seen[a.ID]
+				items[i].Err = o.enqueueRefusal(a.ID, p.found, p.err)
+				if !isItemError(items[i].Err) {
+					return items[i].Err
+				}
+			}
+			return nil
+		}
+	}
+}
+
 func (o *opTx) enqueueMany(tasks []model.EnqueueArgs, items []core.ItemResult) error {
 	n := len(tasks)
 	var (

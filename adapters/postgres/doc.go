@@ -64,9 +64,9 @@
 // a rolled-back or refused operation would leave a gap, and versions would
 // no longer be the model's. The lock and the reads that follow it (the
 // sequence, the clock) go to the server in one round trip, and so do the
-// statements of Enqueue, Pop, AckBatch and a worker's decisions (Extend,
-// Ack, Fail, Retry), each followed by the read that explains a refusal:
-// they take the clock's reading from the server
+// statements of Enqueue, EnqueueBatch, Pop, AckBatch and a worker's
+// decisions (Extend, Ack, Fail, Retry), each followed by the read that
+// explains a refusal: they take the clock's reading from the server
 // (a setting of the transaction, made by the statement after the lock), so
 // they need not wait for the client to learn it, and such a write costs
 // two round trips, the second its COMMIT. An Enqueue of a task without a
@@ -75,7 +75,10 @@
 // its statements themselves add nothing to a queue that has tasks but no
 // sequence row, or a sequence at 0 (which it then reports ErrCorrupt). So
 // a transaction of such Enqueues alone sends its COMMIT in the same round
-// trip: one round trip in all.
+// trip: one round trip in all. So does an EnqueueBatch of such tasks on a
+// store without a capacity (WithCapacity): one statement adds the tasks
+// whose IDs are free and returns, for each other ID, its task as it found
+// it, which says why.
 //
 // So do Pop and AckBatch (with or without the pop), which is every
 // transaction of a Worker, and a worker's decision made alone (Extend,

@@ -202,3 +202,43 @@ func TestAWorkersDecisionCostsOneRoundTrip(t *testing.T) {
 		log.take()
 	}
 }
+
+// An EnqueueBatch of tasks without a unique key, on a store without a
+// capacity, decides itself in the database as a lone Enqueue does: its
+// statement, the reads of the IDs it did not add, and its COMMIT go in one
+// round trip. Each item is answered as Enqueue would answer it.
+func TestAnEnqueueBatchCostsOneRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	s, log := tracedStore(t)
+	enqueue(t, s, "q", "old")
+	log.take()
+	log.roundTrips()
+	res, err := s.EnqueueBatch(ctx, core.EnqueueBatchParams{Queue: "q", Tasks: []model.EnqueueArgs{
+		{ID: "a", MaxAttempts: 1},
+		{ID: "old", MaxAttempts: 1},
+		{ID: "a", MaxAttempts: 1},
+		{ID: "later", MaxAttempts: 1, RunAfter: time.Now().Add(time.Hour)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sql := log.take()
+	if n := log.roundTrips(); n != 1 || !slices.Contains(sql, "COMMIT") {
+		t.Errorf("EnqueueBatch: %d round trips, want 1 (the lock, the statement and the COMMIT)", n)
+	}
+	want := []error{nil, core.ErrConflict, core.ErrConflict, nil}
+	for i, it := range res.Items {
+		if !errors.Is(it.Err, want[i]) || (want[i] == nil) != (it.Err == nil) {
+			t.Errorf("item %d: %v, want %v", i, it.Err, want[i])
+		}
+	}
+	if res.Items[0].Task.State != core.Ready || res.Items[3].Task.State != core.Scheduled || !res.Items[0].Task.EnqueuedAt.Equal(res.Now) {
+		t.Errorf("the added items: %+v, %+v", res.Items[0].Task, res.Items[3].Task)
+	}
+	for _, i := range []int{0, 3} {
+		got, err := s.Get(ctx, core.GetParams{Queue: "q", ID: res.Items[i].Task.ID})
+		if err != nil || got.State != res.Items[i].Task.State || got.Version != res.Items[i].Task.Version || !got.EnqueuedAt.Equal(res.Now) {
+			t.Errorf("item %d stored as %+v, %v; answered %+v", i, got, err, res.Items[i].Task)
+		}
+	}
+}

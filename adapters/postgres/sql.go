@@ -101,6 +101,7 @@ type queries struct {
 	// (atTxNow), sent with the lock, and what follows them.
 	enqueueNow, popNow, ackNow, ackManyProbedNow string
 	extendNow, failNow, retryNow                 string
+	enqueueManyProbedNow                         string
 	// A worker's decision sent with its COMMIT (workerOp): checked as
 	// popNowFinal is, keyed by its statement with offsets (ackNow, …).
 	decisionFinal map[string]string
@@ -400,6 +401,20 @@ ON CONFLICT (queue, key) DO UPDATE SET task_id = excluded.task_id`),
 	q.enqueueNow = strings.Replace(atTxNow(q.enqueue, 7), "$5::smallint",
 		fmt.Sprintf("(CASE WHEN $8::bigint > %s THEN %d ELSE $5::smallint END)", txNow, model.Scheduled), 1)
 	q.popNow = atTxNow(q.popReturning, 3, 4)
+	// enqueueMany sent with the lock ($9, now, an offset: 0; every state
+	// given Ready, and Scheduled here when run_after is after now), which
+	// also returns, for each ID it did not add, its task as the statement
+	// found it (probe true; its state as probedState reads it, its token
+	// and version), which says why. The probe sees the tasks as they were
+	// before the statement, so an ID the batch names twice is added once
+	// and not probed: the client answers its other items.
+	q.enqueueManyProbedNow = replaceOnce(replaceOnce(atTxNow(q.enqueueMany, 9),
+		"priority, state, 0, max_attempts", fmt.Sprintf("priority, (CASE WHEN run_after > %s THEN %d ELSE state END), 0, max_attempts", txNow, model.Scheduled)),
+		" SELECT id, version FROM u", "") + f(` SELECT false AS probe, id, version, 0::smallint AS state, 0::bigint AS token FROM u
+UNION ALL
+SELECT true, p.id, p.version, p.state, p.token FROM (SELECT DISTINCT id FROM items) i CROSS JOIN LATERAL (
+  SELECT t.id, %s AS state, t.claim_token AS token, t.version FROM {s}.tasks t WHERE t.queue = $1 AND t.id = i.id LIMIT 1) p
+WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.id = i.id)`, probedState)
 	q.ackNow = atTxNow(q.ack, 4)
 	q.extendNow = atTxNow(q.extend, 4)
 	q.failNow = atTxNow(q.fail, 4)
