@@ -112,31 +112,13 @@ func (s *Store) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (co
 func (s *Store) pipedEnqueueBatch(tasks []model.EnqueueArgs, items []core.ItemResult) pipeFunc {
 	return func(o *opTx, b *pgx.Batch) func(pgx.BatchResults) error {
 		clear(items) // the call may be sent again when its transaction failed
-		n := len(tasks)
-		var (
-			ids, payloads         = make([][]byte, 0, n), make([][]byte, 0, n)
-			priorities            = make([]int32, 0, n)
-			states                = make([]int16, 0, n)
-			maxAttempts, timeouts = make([]int64, 0, n), make([]int64, 0, n)
-			runAfter              = make([]*int64, 0, n)
-		)
-		for i, a := range tasks {
-			if err := validEnqueue(a); err != nil {
-				items[i].Err = err
-				continue
-			}
-			ids = append(ids, []byte(a.ID))
-			payloads = append(payloads, clone(a.Payload))
-			priorities = append(priorities, int32(a.Priority))
-			states = append(states, int16(model.Ready))
-			maxAttempts = append(maxAttempts, int64(a.MaxAttempts))
-			runAfter = append(runAfter, micros(model.Round(a.RunAfter)))
-			timeouts = append(timeouts, int64(a.Timeout))
-		}
-		if len(ids) == 0 {
+		// Every task Ready: the statement makes it Scheduled when it
+		// runs after now.
+		cols := newEnqueueColumns(tasks, items, func(model.EnqueueArgs) model.State { return model.Ready })
+		if len(cols.ids) == 0 {
 			return func(pgx.BatchResults) error { return nil }
 		}
-		b.Queue(s.q.enqueueManyProbedNow, o.queue, ids, payloads, priorities, states, maxAttempts, runAfter, timeouts, int64(0))
+		b.Queue(s.q.enqueueManyProbedNow, cols.args(o.queue, int64(0))...)
 		return func(res pgx.BatchResults) error {
 			rows, err := res.Query()
 			if err != nil {
@@ -146,7 +128,7 @@ func (s *Store) pipedEnqueueBatch(tasks []model.EnqueueArgs, items []core.ItemRe
 				found bool
 				err   error
 			}
-			added := make(map[string]uint64, len(ids))
+			added := make(map[string]uint64, len(cols.ids))
 			seen := map[string]probed{}
 			for rows.Next() {
 				var probe bool
@@ -194,34 +176,60 @@ func (s *Store) pipedEnqueueBatch(tasks []model.EnqueueArgs, items []core.ItemRe
 	}
 }
 
-func (o *opTx) enqueueMany(tasks []model.EnqueueArgs, items []core.ItemResult) error {
+// enqueueColumns are the arrays of enqueueMany's statement, one entry per
+// valid task.
+type enqueueColumns struct {
+	ids, payloads         [][]byte
+	priorities            []int32
+	states                []int16
+	maxAttempts, timeouts []int64
+	runAfter              []*int64
+}
+
+// newEnqueueColumns returns the columns of the valid tasks of tasks, each
+// in state(a), and answers every other item with its error.
+func newEnqueueColumns(tasks []model.EnqueueArgs, items []core.ItemResult, state func(model.EnqueueArgs) model.State) enqueueColumns {
 	n := len(tasks)
-	var (
-		ids, payloads         = make([][]byte, 0, n), make([][]byte, 0, n)
-		priorities            = make([]int32, 0, n)
-		states                = make([]int16, 0, n)
-		maxAttempts, timeouts = make([]int64, 0, n), make([]int64, 0, n)
-		runAfter              = make([]*int64, 0, n)
-	)
+	c := enqueueColumns{
+		ids: make([][]byte, 0, n), payloads: make([][]byte, 0, n), priorities: make([]int32, 0, n),
+		states: make([]int16, 0, n), maxAttempts: make([]int64, 0, n), timeouts: make([]int64, 0, n),
+		runAfter: make([]*int64, 0, n),
+	}
 	for i, a := range tasks {
 		if err := validEnqueue(a); err != nil {
 			items[i].Err = err
 			continue
 		}
-		task := o.newTask(a)
-		items[i].Task = task
-		ids = append(ids, []byte(task.ID))
-		payloads = append(payloads, task.Payload)
-		priorities = append(priorities, int32(task.Priority))
-		states = append(states, int16(task.State))
-		maxAttempts = append(maxAttempts, int64(task.MaxAttempts))
-		runAfter = append(runAfter, micros(task.RunAfter))
-		timeouts = append(timeouts, int64(task.Timeout))
+		c.ids = append(c.ids, []byte(a.ID))
+		c.payloads = append(c.payloads, clone(a.Payload))
+		c.priorities = append(c.priorities, int32(a.Priority))
+		c.states = append(c.states, int16(state(a)))
+		c.maxAttempts = append(c.maxAttempts, int64(a.MaxAttempts))
+		c.runAfter = append(c.runAfter, micros(model.Round(a.RunAfter)))
+		c.timeouts = append(c.timeouts, int64(a.Timeout))
 	}
-	if len(ids) == 0 {
+	return c
+}
+
+// args are the statement's parameters, now last.
+func (c enqueueColumns) args(queue string, now any) []any {
+	return []any{queue, c.ids, c.payloads, c.priorities, c.states, c.maxAttempts, c.runAfter, c.timeouts, now}
+}
+
+func (o *opTx) enqueueMany(tasks []model.EnqueueArgs, items []core.ItemResult) error {
+	cols := newEnqueueColumns(tasks, items, func(a model.EnqueueArgs) model.State {
+		return queuedState(o.now, model.Round(a.RunAfter))
+	})
+	if len(cols.ids) == 0 {
 		return nil
 	}
-	rows, err := o.tx.Query(o.ctx, o.s.q.enqueueMany, o.queue, ids, payloads, priorities, states, maxAttempts, runAfter, timeouts, micros(o.now))
+	for i, a := range tasks {
+		if items[i].Err == nil {
+			items[i].Task = o.newTask(a)
+		}
+	}
+	ids := cols.ids
+	rows, err := o.tx.Query(o.ctx, o.s.q.enqueueMany, cols.args(o.queue, micros(o.now))...)
 	if err != nil {
 		return err
 	}
