@@ -99,12 +99,6 @@ func (s *Store) EnqueueBatch(ctx context.Context, p core.EnqueueBatchParams) (co
 	return core.BatchResult{Now: now, Items: items}, nil
 }
 
-// enqueueMany adds the valid items of a batch without unique keys on a
-// store without a capacity by one statement (queries.enqueueMany), which
-// answers as the items' statements run in order would: an item is added
-// unless its ID is taken, by a row of the queue (a damaged one included)
-// or by an earlier item. The IDs of the items it did not add are then
-// read, in one round trip, to say why (as Enqueue's probe does).
 // pipedEnqueueBatch is the EnqueueBatch of tasks without a unique key, on
 // a store without a capacity, sent with the lock: enqueueMany with its
 // time from txNow, which also reads the IDs it did not add
@@ -216,6 +210,12 @@ func (c enqueueColumns) args(queue string, now any) []any {
 	return []any{queue, c.ids, c.payloads, c.priorities, c.states, c.maxAttempts, c.runAfter, c.timeouts, now}
 }
 
+// enqueueMany adds the valid items of a batch without unique keys on a
+// store without a capacity by one statement (queries.enqueueMany), which
+// answers as the items' statements run in order would: an item is added
+// unless its ID is taken, by a row of the queue (a damaged one included)
+// or by an earlier item. The IDs of the items it did not add are then
+// read, in one round trip, to say why (as Enqueue's probe does).
 func (o *opTx) enqueueMany(tasks []model.EnqueueArgs, items []core.ItemResult) error {
 	cols := newEnqueueColumns(tasks, items, func(a model.EnqueueArgs) model.State {
 		return queuedState(o.now, model.Round(a.RunAfter))
