@@ -36,6 +36,13 @@ func TestMain(m *testing.M) { redistest.Main(m) }
 //	LEASEHOLD_PARALLEL   histories run at once (default: twice the CPUs, at least 4)
 //	LEASEHOLD_SHRINK     0: do not shrink a failing plan (default 1)
 //	LEASEHOLD_OUT        where violations are saved (default $TMPDIR/leasehold-check)
+//	LEASEHOLD_CHECK_TIMEOUT  longest check of one history, e.g. 10s (default 30s)
+//
+// A check that runs out of time is a violation (Unknown). The tests give it
+// 30 s, not the harness's 10: `make test` runs the packages side by side on
+// two cores, and a runtime history of 192 operations that checks in 2.3 s
+// alone ran past 10 s there (it replays Ok). The mutant runner keeps 10 s,
+// so that a mutant is flagged within its run's budget.
 func budget(t *testing.T, name string, histories int, duration time.Duration) linearizability.Config {
 	t.Helper()
 	cfg := linearizability.Config{
@@ -48,6 +55,8 @@ func budget(t *testing.T, name string, histories int, duration time.Duration) li
 		Faults:    envInt(t, "LEASEHOLD_FAULTS", 0) == 1,
 		OutDir:    os.Getenv("LEASEHOLD_OUT"),
 		TimeMode:  linearizability.MixedTime,
+
+		CheckTimeout: envDuration(t, "LEASEHOLD_CHECK_TIMEOUT", 30*time.Second),
 	}
 	if m := os.Getenv("LEASEHOLD_MODE"); m != "" {
 		mode, err := linearizability.ParseTimeMode(m)

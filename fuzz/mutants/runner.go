@@ -22,7 +22,7 @@ import (
 // HarnessTest its randomized entry point: each run executes
 // HarnessTest/<adapter> with its budget set through the environment
 // (LEASEHOLD_SEED, LEASEHOLD_DURATION, LEASEHOLD_HISTORIES, LEASEHOLD_SHRINK,
-// LEASEHOLD_OUT; see linearizability/harness_test.go).
+// LEASEHOLD_OUT, LEASEHOLD_CHECK_TIMEOUT; see linearizability/harness_test.go).
 const (
 	HarnessPackage = "./linearizability"
 	HarnessTest    = "TestRandomizedHistories"
@@ -375,6 +375,9 @@ func runOnce(ctx context.Context, bin, dir, test, adapter string, seed uint64, b
 		"LEASEHOLD_HISTORIES=1000000000",
 		"LEASEHOLD_SHRINK=0",
 		"LEASEHOLD_OUT="+out,
+		// The harness's own limit: a check that runs out is a catch, and
+		// it comes within the run's budget.
+		"LEASEHOLD_CHECK_TIMEOUT=10s",
 	)
 	cmd.Env = append(cmd.Env, env...)
 	cmd.WaitDelay = 5 * time.Second
